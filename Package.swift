@@ -1,0 +1,80 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "VaultLog",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "LMDB", targets: ["LMDB"]),
+        .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
+        .library(name: "VaultModel", targets: ["VaultModel"]),
+        .library(name: "EventLog", targets: ["EventLog"]),
+        .library(name: "BitwardenAPI", targets: ["BitwardenAPI"]),
+        .library(name: "BitwardenEmulator", targets: ["BitwardenEmulator"]),
+        .executable(name: "vaultlog", targets: ["vaultlog"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+    ],
+    targets: [
+        // Storage: LMDB from Debian's liblmdb-dev, never vendored.
+        .systemLibrary(
+            name: "CLMDB",
+            path: "Sources/CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        .target(name: "LMDB", dependencies: ["CLMDB"]),
+
+        // Bitwarden-compatible cryptography and the vault item model.
+        .target(
+            name: "VaultCrypto",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .target(name: "VaultModel", dependencies: ["VaultCrypto"]),
+
+        // The sealed append-only event log.
+        .target(
+            name: "EventLog",
+            dependencies: ["LMDB", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
+        ),
+
+        // HTTP: the Bitwarden API client and the Bitwarden-compatible emulator.
+        .target(
+            name: "BitwardenAPI",
+            dependencies: ["VaultCrypto", "VaultModel", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "BitwardenEmulator",
+            dependencies: [
+                "VaultCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .executableTarget(
+            name: "vaultlog",
+            dependencies: [
+                "EventLog", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
+        .testTarget(name: "VaultModelTests", dependencies: ["VaultModel"], resources: [.copy("Resources")]),
+        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "VaultModel"]),
+        .testTarget(
+            name: "BitwardenEmulatorTests",
+            dependencies: ["BitwardenEmulator", "BitwardenAPI", "VaultCrypto", "VaultModel"]
+        ),
+    ]
+)

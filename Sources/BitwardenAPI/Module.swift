@@ -1,0 +1,1 @@
+// Module BitwardenAPI: see Docs/Architecture.md.

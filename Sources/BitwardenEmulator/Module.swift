@@ -1,0 +1,1 @@
+// Module BitwardenEmulator: see Docs/Architecture.md.

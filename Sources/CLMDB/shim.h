@@ -1,0 +1,4 @@
+#ifndef VAULTLOG_CLMDB_SHIM_H
+#define VAULTLOG_CLMDB_SHIM_H
+#include <lmdb.h>
+#endif

@@ -1,0 +1,1 @@
+// Module EventLog: see Docs/Architecture.md.

@@ -1,0 +1,328 @@
+import CLMDB
+import Foundation
+import Synchronization
+
+/// How much a commit promises about surviving a power loss or OS crash. A process crash never
+/// loses a committed transaction in any mode (dirty pages stay in the kernel's page cache).
+public enum Durability: Sendable, Equatable {
+    /// Every commit is flushed (data and meta page). Nothing committed is ever lost. Default.
+    case full
+    /// `MDB_NOMETASYNC`: data pages are flushed, the meta page lazily. An OS crash or power
+    /// loss may undo the **last** committed transaction; the database stays consistent.
+    case noMetaSync
+    /// `MDB_NOSYNC`: nothing is flushed at commit. An OS crash or power loss may lose recent
+    /// transactions and, on file systems that reorder writes, corrupt the database.
+    case noSync
+}
+
+/// Options for ``Environment/init(path:options:)``.
+public struct EnvironmentOptions: Sendable {
+    /// Initial map size in bytes; the map doubles automatically when full.
+    public var mapSize: Int = 64 << 20
+    /// Named databases the environment may hold.
+    public var maxDatabases: Int = 16
+    /// Reader-table slots (concurrent read transactions across processes). The lock file is
+    /// sparse, so a generous number costs nothing.
+    public var maxReaders: Int = 512
+    /// Commit durability; see ``Durability``.
+    public var durability: Durability = .full
+    /// Create the directory if it is missing. Tools that only inspect a store set this to false,
+    /// so a mistyped path is an error rather than a new empty store.
+    public var createDirectory: Bool = true
+    /// Open read-only (`MDB_RDONLY`): no write transaction can begin.
+    public var readOnly: Bool = false
+
+    public init() {}
+}
+
+/// A handle on a named database inside an environment (an `MDB_dbi`).
+public struct Database: Sendable, Hashable {
+    /// The LMDB handle.
+    public let dbi: MDB_dbi
+    /// The name it was opened with.
+    public let name: String
+}
+
+/// Sizes reported by ``Environment/info()``.
+public struct EnvironmentInfo: Sendable {
+    /// Current map size in bytes.
+    public let mapSize: Int
+    /// Bytes of the map in use (last used page × page size).
+    public let usedBytes: Int
+    /// The page size.
+    public let pageSize: Int
+    /// The last committed transaction id.
+    public let lastTransactionID: Int
+    /// Reader slots in use / available.
+    public let readersUsed: Int
+    public let maxReaders: Int
+}
+
+/// An open LMDB environment: a directory holding `data.mdb` and `lock.mdb`.
+///
+/// Reads (``read(_:)``) run concurrently from any thread (`MDB_NOTLS`). Writes
+/// (``write(_:)``) are serialised: one write transaction at a time. When a write hits
+/// `MDB_MAP_FULL`, the environment aborts it, doubles the map and runs the closure again,
+/// invisibly to the caller — so a write closure must not have side effects outside the
+/// transaction that would be wrong to repeat.
+///
+/// ```swift
+/// let env = try Environment(path: dir)
+/// let events = try env.openDatabase("events")
+/// try env.write { txn in try txn.put(events, key: [0, 1], value: [42]) }
+/// let value = try env.read { txn in try txn.get(events, key: [0, 1]) }
+/// ```
+///
+/// Never open the same directory twice in one process (LMDB's rule: closing one handle would
+/// drop the other's file locks). ``Environment`` enforces this.
+public final class Environment: @unchecked Sendable {
+    /// The directory.
+    public let path: String
+    /// The options it was opened with.
+    public let options: EnvironmentOptions
+    /// Stale reader slots cleared by `mdb_reader_check` at open.
+    public let staleReadersCleared: Int
+
+    let env: OpaquePointer
+    /// Serialises write transactions (LMDB allows one at a time per environment).
+    private let writer = PlainLock()
+    /// Readers hold this shared; a map resize holds it exclusively, because
+    /// `mdb_env_set_mapsize` requires that no transaction is active in this process.
+    private let resizeLock = ReadWriteLock()
+    private let closed = Atomic<Bool>(false)
+    private let writerQueue = DispatchQueue(label: "vaultlog.lmdb.writer")
+
+    private static let openPaths = Mutex(Set<String>())
+
+    /// Opens (and by default creates) the environment at `path`.
+    public init(path: String, options: EnvironmentOptions = EnvironmentOptions()) throws {
+        let fm = FileManager.default
+        var isDirectory: ObjCBool = false
+        if fm.fileExists(atPath: path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw LMDBError(code: ENOTDIR, operation: "open store \(path) (not a directory)")
+            }
+        } else if options.createDirectory && !options.readOnly {
+            do {
+                try fm.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw LMDBError(code: EACCES, operation: "create store directory \(path)")
+            }
+        } else {
+            throw LMDBError(code: ENOENT, operation: "open store \(path) (no such directory)")
+        }
+        let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+        let registered = Self.openPaths.withLock { $0.insert(canonical).inserted }
+        guard registered else {
+            throw LMDBError(code: EBUSY, operation: "open store \(path) (already open in this process; share the one Environment)")
+        }
+
+        var handle: OpaquePointer?
+        do {
+            try check(mdb_env_create(&handle), "mdb_env_create")
+            guard let handle else { throw LMDBError(code: ENOMEM, operation: "mdb_env_create") }
+            do {
+                try check(mdb_env_set_maxdbs(handle, MDB_dbi(options.maxDatabases)), "mdb_env_set_maxdbs")
+                try check(mdb_env_set_maxreaders(handle, UInt32(options.maxReaders)), "mdb_env_set_maxreaders")
+                try check(mdb_env_set_mapsize(handle, options.mapSize), "mdb_env_set_mapsize")
+                var flags = UInt32(MDB_NOTLS)
+                switch options.durability {
+                case .full: break
+                case .noMetaSync: flags |= UInt32(MDB_NOMETASYNC)
+                case .noSync: flags |= UInt32(MDB_NOSYNC)
+                }
+                if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+                try check(mdb_env_open(handle, path, flags, 0o600), "mdb_env_open \(path)")
+                var dead: Int32 = 0
+                try check(mdb_reader_check(handle, &dead), "mdb_reader_check")
+                staleReadersCleared = Int(dead)
+            } catch {
+                mdb_env_close(handle)
+                throw error
+            }
+            env = handle
+        } catch {
+            _ = Self.openPaths.withLock { $0.remove(canonical) }
+            throw error
+        }
+        self.path = path
+        self.canonicalPath = canonical
+        self.options = options
+    }
+
+    private let canonicalPath: String
+
+    deinit { close() }
+
+    /// Closes the environment. Any use afterwards is a programming error. Called by `deinit`.
+    public func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        writer.withLock {
+            resizeLock.withWriteLock { mdb_env_close(env) }
+        }
+        _ = Self.openPaths.withLock { $0.remove(canonicalPath) }
+    }
+
+    /// The LMDB library version string, e.g. `"LMDB 0.9.24: (July 24, 2019)"`.
+    public static var libraryVersion: String { String(cString: mdb_version(nil, nil, nil)) }
+
+    /// Opens (creating in a write transaction if needed) a named database.
+    public func openDatabase(_ name: String, create: Bool = true) throws -> Database {
+        if create && !options.readOnly {
+            return try write { txn in try txn.openDatabase(name, create: true) }
+        }
+        return try read { txn in try txn.openDatabase(name, create: false) }
+    }
+
+    /// Runs `body` in a read-only transaction. Runs concurrently with other reads and with the
+    /// writer. The buffers a read transaction hands out are valid only inside `body`.
+    public func read<T>(_ body: (Transaction) throws -> T) throws -> T {
+        while true {
+            do {
+                return try resizeLock.withReadLock {
+                    var raw: OpaquePointer?
+                    try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &raw), "mdb_txn_begin (read)")
+                    let txn = Transaction(raw: raw!, readOnly: true)
+                    defer { mdb_txn_abort(txn.raw) }
+                    return try body(txn)
+                }
+            } catch let error as LMDBError where error.code == MDB_MAP_RESIZED {
+                try adoptResize()
+            }
+        }
+    }
+
+    /// Runs `body` in a write transaction and commits it (durably, unless the environment's
+    /// ``Durability`` says otherwise). If `body` throws, the transaction is aborted and
+    /// nothing it wrote is kept. Write transactions are serialised.
+    ///
+    /// If the map fills up, the transaction is aborted, the map doubled and `body` run again.
+    public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
+        try writer.withLock {
+            while true {
+                do {
+                    return try resizeLock.withReadLock {
+                        var raw: OpaquePointer?
+                        try check(mdb_txn_begin(env, nil, 0, &raw), "mdb_txn_begin (write)")
+                        let txn = Transaction(raw: raw!, readOnly: false)
+                        let result: T
+                        do {
+                            result = try body(txn)
+                        } catch {
+                            mdb_txn_abort(txn.raw)
+                            throw error
+                        }
+                        try check(mdb_txn_commit(txn.raw), "mdb_txn_commit")
+                        return result
+                    }
+                } catch let error as LMDBError where error.isMapFull {
+                    try growMap()
+                } catch let error as LMDBError where error.code == MDB_MAP_RESIZED {
+                    try adoptResize()
+                }
+            }
+        }
+    }
+
+    /// Runs a write transaction on the environment's dedicated writer thread, so that a slow
+    /// synced commit does not block a Swift concurrency thread.
+    public func writeAsync<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            writerQueue.async {
+                continuation.resume(with: Result { try self.write(body) })
+            }
+        }
+    }
+
+    /// `MDB_MAP_RESIZED` at begin means another process grew the map: adopt its size. Needs
+    /// no transaction active in this process, hence the exclusive resize lock.
+    private func adoptResize() throws {
+        try resizeLock.withWriteLock {
+            try check(mdb_env_set_mapsize(env, 0), "mdb_env_set_mapsize (adopt)")
+        }
+    }
+
+    /// Doubles the map. Called with the writer lock held and no write transaction active;
+    /// waits for readers to finish (exclusive resize lock).
+    private func growMap() throws {
+        try resizeLock.withWriteLock {
+            var info = MDB_envinfo()
+            try check(mdb_env_info(env, &info), "mdb_env_info")
+            let newSize = info.me_mapsize * 2
+            try check(mdb_env_set_mapsize(env, newSize), "mdb_env_set_mapsize \(newSize)")
+        }
+    }
+
+    /// Map size, bytes in use and reader slots.
+    public func info() throws -> EnvironmentInfo {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        try check(mdb_env_info(env, &info), "mdb_env_info")
+        try check(mdb_env_stat(env, &stat), "mdb_env_stat")
+        return EnvironmentInfo(
+            mapSize: info.me_mapsize,
+            usedBytes: (info.me_last_pgno + 1) * Int(stat.ms_psize),
+            pageSize: Int(stat.ms_psize),
+            lastTransactionID: info.me_last_txnid,
+            readersUsed: Int(info.me_numreaders),
+            maxReaders: Int(info.me_maxreaders))
+    }
+
+    /// Flushes to disk; useful after writes in ``Durability/noSync`` mode.
+    public func sync() throws {
+        try check(mdb_env_sync(env, 1), "mdb_env_sync")
+    }
+
+    /// Copies the environment to `directory` (a consistent snapshot, `mdb_env_copy2`).
+    public func copy(to directory: String, compact: Bool = false) throws {
+        try check(mdb_env_copy2(env, directory, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copy2 \(directory)")
+    }
+}
+
+/// A small pthread read-write lock.
+final class ReadWriteLock: @unchecked Sendable {
+    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
+
+    init() {
+        lock = .allocate(capacity: 1)
+        pthread_rwlock_init(lock, nil)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(lock)
+        lock.deallocate()
+    }
+
+    func withReadLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_rwlock_rdlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        return try body()
+    }
+
+    func withWriteLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_rwlock_wrlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        return try body()
+    }
+}
+
+/// A pthread mutex (unlike `Mutex`, its closure may return non-Sendable values).
+final class PlainLock: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+}

@@ -1,0 +1,1 @@
+// Module VaultModel: see Docs/Architecture.md.

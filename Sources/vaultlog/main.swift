@@ -1,0 +1,1 @@
+// The vaultlog CLI arrives with the CLI issue.

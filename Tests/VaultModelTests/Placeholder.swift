@@ -1,0 +1,1 @@
+// Tests for this module live beside this file.
