@@ -1,0 +1,25 @@
+# VaultLog — the commands a new user and CI run. `make test` is the README's test command.
+SWIFT ?= swift
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build test bench-log clean-bench
+
+# liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
+deps:
+	@if ! pkg-config --exists lmdb; then \
+		echo "Installing liblmdb-dev (LMDB headers and pkg-config file)..."; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq liblmdb-dev pkg-config; \
+	fi
+	@pkg-config --exists lmdb || { echo "error: liblmdb-dev is still missing; install it with 'apt-get install liblmdb-dev'" >&2; exit 1; }
+
+build: deps
+	$(SWIFT) build
+
+# The whole test suite (Swift Testing), debug build.
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+# Event-log throughput, release build (1M events by default; EVENTS=N to change).
+bench-log: deps
+	cd Benchmarks && $(SWIFT) run -c release vaultlog-bench log --events $${EVENTS:-1000000}

@@ -1,0 +1,270 @@
+import Crypto
+import _CryptoExtras
+import Foundation
+import VaultCrypto
+
+/// The plaintext part of an envelope: what can be read without a key (DESIGN §3). It is
+/// covered by the body's MAC, so it cannot be altered or moved onto another body.
+public struct EventHeader: Sendable, Hashable, Codable {
+    /// Envelope format version (``Envelope/currentFormatVersion`` for new events).
+    public var formatVersion: UInt8
+    /// Global sequence number (also the LMDB key).
+    public var sequence: UInt64
+    /// The vault user the event belongs to; its key seals the body.
+    public var userId: String
+    /// The vault item the event is about; empty for user-level events (e.g. a sync abort).
+    public var cipherId: String
+    /// The domain's event type code (EventLog does not interpret it).
+    public var eventType: UInt16
+    /// When the event was recorded, in milliseconds since 1970 (UTC).
+    public var recordedAtMillis: Int64
+
+    public init(formatVersion: UInt8 = Envelope.currentFormatVersion, sequence: UInt64, userId: String,
+                cipherId: String, eventType: UInt16, recordedAtMillis: Int64) {
+        self.formatVersion = formatVersion
+        self.sequence = sequence
+        self.userId = userId
+        self.cipherId = cipherId
+        self.eventType = eventType
+        self.recordedAtMillis = recordedAtMillis
+    }
+
+    /// `recordedAtMillis` as a `Date`.
+    public var recordedAt: Date { Date(timeIntervalSince1970: Double(recordedAtMillis) / 1000) }
+}
+
+/// Why stored bytes are not a readable envelope or event.
+public enum EnvelopeError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The bytes do not parse as an envelope.
+    case malformed(sequence: UInt64?, reason: String)
+    /// The envelope was written by a newer VaultLog.
+    case unsupportedVersion(sequence: UInt64, version: UInt8)
+    /// The MAC did not verify: wrong key, or the header or body was altered.
+    case authenticationFailed(sequence: UInt64)
+    /// The body decrypted but is not valid (padding).
+    case undecryptable(sequence: UInt64)
+    /// A user id or cipher id longer than the header allows.
+    case idTooLong(String)
+
+    public var description: String {
+        switch self {
+        case .malformed(let seq, let reason):
+            return "event \(seq.map(String.init) ?? "?"): malformed envelope (\(reason)); the store may be corrupt: run 'vaultlog verify' for a full report"
+        case .unsupportedVersion(let seq, let version):
+            return "event \(seq): envelope format v\(version) is newer than this build reads (up to v\(Envelope.currentFormatVersion)); upgrade VaultLog"
+        case .authenticationFailed(let seq):
+            return "event \(seq) failed authentication (wrong key or tampered file); run 'vaultlog verify' for a full report"
+        case .undecryptable(let seq):
+            return "event \(seq): body does not decrypt (wrong key or tampered file); run 'vaultlog verify' for a full report"
+        case .idTooLong(let id):
+            return "id too long for an envelope header (max \(Envelope.maxIdLength) UTF-8 bytes): \(id.prefix(40))…"
+        }
+    }
+}
+
+/// The keys that seal one user's envelopes, derived from the user's Bitwarden user key with
+/// HKDF-Expand under VaultLog's own info strings, so they never equal a key Bitwarden uses.
+public struct SealingKey: Sendable, CustomStringConvertible {
+    /// Key for event bodies.
+    let events: SymmetricCryptoKey
+    /// Key for projection checkpoints.
+    let checkpoints: SymmetricCryptoKey
+
+    /// HKDF info for event-body keys (part of the format; never change it).
+    public static let eventInfo = "vaultlog.envelope.v1"
+    /// HKDF info for checkpoint keys (part of the format; never change it).
+    public static let checkpointInfo = "vaultlog.checkpoint.v1"
+
+    /// Derives the sealing keys from a user key.
+    public init(userKey: SymmetricCryptoKey) {
+        events = userKey.derive(info: Self.eventInfo)
+        checkpoints = userKey.derive(info: Self.checkpointInfo)
+    }
+
+    public var description: String { "SealingKey(<redacted>)" }
+}
+
+/// A stored event: plaintext header + sealed body (AES-256-CBC + HMAC-SHA256, encrypt-then-MAC,
+/// the MAC covering header ‖ IV ‖ ciphertext). Byte layout in `Docs/EventFormat.md`:
+///
+/// ```
+/// [version u8][headerLength u8][sequence u64 BE][recordedAt i64 BE ms][eventType u16 BE]
+/// [userIdLength u8][userId][cipherIdLength u8][cipherId]  |  [iv 16][mac 32][ciphertext 16·n]
+/// ```
+public struct Envelope: Sendable {
+    /// The version new envelopes are written with.
+    public static let currentFormatVersion: UInt8 = 1
+    /// Longest user or cipher id (UTF-8 bytes) a header holds.
+    public static let maxIdLength = 100
+    static let fixedHeaderBytes = 1 + 1 + 8 + 8 + 2
+    static let ivBytes = 16
+    static let macBytes = 32
+
+    /// The parsed header.
+    public let header: EventHeader
+    /// The complete stored bytes.
+    public let bytes: [UInt8]
+    /// Where the sealed body starts in `bytes`.
+    let headerLength: Int
+
+    /// Parses stored bytes. Never traps on garbage: anything unexpected throws
+    /// ``EnvelopeError/malformed(sequence:reason:)``.
+    public init(bytes: [UInt8]) throws {
+        let parsed = try Self.parseHeader(bytes)
+        self.header = parsed.header
+        self.headerLength = parsed.length
+        self.bytes = bytes
+        let bodyLength = bytes.count - headerLength
+        guard bodyLength >= Self.ivBytes + Self.macBytes + 16,
+              (bodyLength - Self.ivBytes - Self.macBytes) % 16 == 0 else {
+            throw EnvelopeError.malformed(sequence: header.sequence, reason: "sealed body of \(bodyLength) bytes is not IV + MAC + whole AES blocks")
+        }
+    }
+
+    /// Parses only the header (no key needed), tolerating any body.
+    public static func parseHeader(_ bytes: [UInt8]) throws -> (header: EventHeader, length: Int) {
+        try bytes.withUnsafeBytes { try parseHeader(raw: $0) }
+    }
+
+    /// Parses only the header from raw bytes.
+    public static func parseHeader(raw b: UnsafeRawBufferPointer) throws -> (header: EventHeader, length: Int) {
+        guard b.count >= fixedHeaderBytes + 2 else {
+            throw EnvelopeError.malformed(sequence: nil, reason: "only \(b.count) bytes")
+        }
+        let sequence = readBE(b, at: 2, as: UInt64.self)
+        let version = b[0]
+        guard version >= 1 else { throw EnvelopeError.malformed(sequence: sequence, reason: "format version 0") }
+        guard version <= currentFormatVersion else {
+            throw EnvelopeError.unsupportedVersion(sequence: sequence, version: version)
+        }
+        let headerLength = Int(b[1])
+        guard headerLength >= fixedHeaderBytes + 2, headerLength <= b.count else {
+            throw EnvelopeError.malformed(sequence: sequence, reason: "header length \(headerLength) out of range")
+        }
+        let recordedAt = Int64(bitPattern: readBE(b, at: 10, as: UInt64.self))
+        let eventType = readBE(b, at: 18, as: UInt16.self)
+        var offset = fixedHeaderBytes
+        func readId(_ what: String) throws -> String {
+            guard offset < headerLength else { throw EnvelopeError.malformed(sequence: sequence, reason: "\(what) length missing") }
+            let length = Int(b[offset])
+            offset += 1
+            guard length <= maxIdLength, offset + length <= headerLength else {
+                throw EnvelopeError.malformed(sequence: sequence, reason: "\(what) of \(length) bytes overruns the header")
+            }
+            guard let id = String(validating: b[offset..<offset + length], as: UTF8.self) else {
+                throw EnvelopeError.malformed(sequence: sequence, reason: "\(what) is not UTF-8")
+            }
+            offset += length
+            return id
+        }
+        let userId = try readId("user id")
+        let cipherId = try readId("cipher id")
+        guard offset == headerLength else {
+            throw EnvelopeError.malformed(sequence: sequence, reason: "header length \(headerLength) does not match its fields (\(offset))")
+        }
+        let header = EventHeader(formatVersion: version, sequence: sequence, userId: userId, cipherId: cipherId,
+                                 eventType: eventType, recordedAtMillis: recordedAt)
+        return (header, headerLength)
+    }
+
+    /// Serialises a header.
+    static func encodeHeader(_ header: EventHeader) throws -> [UInt8] {
+        let user = Array(header.userId.utf8)
+        let cipher = Array(header.cipherId.utf8)
+        guard user.count <= maxIdLength else { throw EnvelopeError.idTooLong(header.userId) }
+        guard cipher.count <= maxIdLength else { throw EnvelopeError.idTooLong(header.cipherId) }
+        let length = fixedHeaderBytes + 2 + user.count + cipher.count
+        var out = [UInt8]()
+        out.reserveCapacity(length)
+        out.append(header.formatVersion)
+        out.append(UInt8(length))
+        appendBE(header.sequence, to: &out)
+        appendBE(UInt64(bitPattern: header.recordedAtMillis), to: &out)
+        appendBE(header.eventType, to: &out)
+        out.append(UInt8(user.count))
+        out.append(contentsOf: user)
+        out.append(UInt8(cipher.count))
+        out.append(contentsOf: cipher)
+        return out
+    }
+
+    /// Seals `body` under `key` with `iv` and returns the stored bytes.
+    public static func seal(header: EventHeader, body: [UInt8], key: SealingKey, iv: [UInt8]) throws -> [UInt8] {
+        var out = try encodeHeader(header)
+        try sealBody(body, appendingTo: &out, key: key.events, iv: iv)
+        return out
+    }
+
+    /// Appends `iv ‖ mac ‖ ciphertext` for `body` to `out`, which holds the header so far; the
+    /// MAC covers everything in `out` before the IV.
+    static func sealBody(_ body: [UInt8], appendingTo out: inout [UInt8], key: SymmetricCryptoKey, iv: [UInt8]) throws {
+        precondition(iv.count == ivBytes, "envelope IV must be 16 bytes")
+        let ciphertext = try AES._CBC.encrypt(body, using: key.encryptionKey, iv: AES._CBC.IV(ivBytes: iv))
+        var hmac = HMAC<SHA256>(key: key.macKey)
+        hmac.update(data: out)
+        hmac.update(data: iv)
+        hmac.update(data: ciphertext)
+        let mac = hmac.finalize()
+        out.reserveCapacity(out.count + ivBytes + macBytes + ciphertext.count)
+        out.append(contentsOf: iv)
+        out.append(contentsOf: mac)
+        out.append(contentsOf: ciphertext)
+    }
+
+    /// Verifies the MAC over header and body, then decrypts the body.
+    public func open(key: SealingKey) throws -> [UInt8] {
+        try Self.openBody(bytes, headerLength: headerLength, key: key.events, sequence: header.sequence)
+    }
+
+    /// Verifies only the MAC (what `verify` does with a key).
+    public func authenticate(key: SealingKey) -> Bool {
+        Self.macMatches(bytes, headerLength: headerLength, key: key.events)
+    }
+
+    static func macMatches(_ bytes: [UInt8], headerLength: Int, key: SymmetricCryptoKey) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            let macStart = headerLength + ivBytes
+            var hmac = HMAC<SHA256>(key: key.macKey)
+            hmac.update(data: UnsafeRawBufferPointer(rebasing: raw[0..<macStart]))
+            hmac.update(data: UnsafeRawBufferPointer(rebasing: raw[(macStart + macBytes)...]))
+            let expected = hmac.finalize()
+            return expected.withUnsafeBytes { constantTimeEquals($0, raw[macStart..<macStart + macBytes]) }
+        }
+    }
+
+    static func openBody(_ bytes: [UInt8], headerLength: Int, key: SymmetricCryptoKey, sequence: UInt64) throws -> [UInt8] {
+        guard macMatches(bytes, headerLength: headerLength, key: key) else {
+            throw EnvelopeError.authenticationFailed(sequence: sequence)
+        }
+        let ivStart = headerLength
+        let ctStart = headerLength + ivBytes + macBytes
+        do {
+            let iv = try AES._CBC.IV(ivBytes: bytes[ivStart..<ivStart + ivBytes])
+            return try Array(AES._CBC.decrypt(bytes[ctStart...], using: key.encryptionKey, iv: iv))
+        } catch {
+            throw EnvelopeError.undecryptable(sequence: sequence)
+        }
+    }
+}
+
+@inline(__always)
+func readBE<T: FixedWidthInteger>(_ b: UnsafeRawBufferPointer, at offset: Int, as: T.Type) -> T {
+    var value: T = 0
+    for i in 0..<MemoryLayout<T>.size { value = (value << 8) | T(b[offset + i]) }
+    return value
+}
+
+@inline(__always)
+func appendBE<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
+    var v = value.bigEndian
+    withUnsafeBytes(of: &v) { out.append(contentsOf: $0) }
+}
+
+/// The 8-byte big-endian key of a sequence number (memcmp order = numeric order).
+@inline(__always)
+public func sequenceKey(_ sequence: UInt64) -> [UInt8] {
+    var out = [UInt8]()
+    out.reserveCapacity(8)
+    appendBE(sequence, to: &out)
+    return out
+}

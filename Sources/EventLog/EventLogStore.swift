@@ -1,0 +1,556 @@
+import Foundation
+import LMDB
+import Logging
+import VaultCrypto
+
+/// An event to append: everything but the sequence, which the log assigns.
+public struct NewEvent: Sendable {
+    /// The user whose key seals the body.
+    public var userId: String
+    /// The item the event is about ("" for user-level events).
+    public var cipherId: String
+    /// The domain's event type code.
+    public var eventType: UInt16
+    /// When it happened (milliseconds since 1970, UTC).
+    public var recordedAtMillis: Int64
+    /// The plaintext body; sealed before it touches the disk.
+    public var body: [UInt8]
+
+    public init(userId: String, cipherId: String, eventType: UInt16, recordedAtMillis: Int64, body: [UInt8]) {
+        self.userId = userId
+        self.cipherId = cipherId
+        self.eventType = eventType
+        self.recordedAtMillis = recordedAtMillis
+        self.body = body
+    }
+}
+
+/// Why a store cannot be opened or used.
+public enum EventLogError: Error, Sendable, CustomStringConvertible {
+    /// The store was written by a newer VaultLog.
+    case newerStoreFormat(found: Int, supported: Int)
+    /// The store's format marker is unreadable.
+    case corruptMetadata(String)
+    /// A checkpoint failed authentication or is malformed.
+    case checkpoint(String)
+    /// The underlying LMDB error, with the store path.
+    case storage(path: String, LMDBError)
+
+    public var description: String {
+        switch self {
+        case .newerStoreFormat(let found, let supported):
+            return "store format v\(found) is newer than this build supports (v\(supported)); upgrade VaultLog to read it (nothing was changed)"
+        case .corruptMetadata(let what):
+            return "store metadata is corrupt (\(what)); run 'vaultlog verify' for a full report"
+        case .checkpoint(let what):
+            return "checkpoint: \(what)"
+        case .storage(let path, let error):
+            if error.isInvalidFile {
+                return "\(path): not a VaultLog store (\(error.message)); check the path, or restore the directory from a backup"
+            }
+            return "\(path): \(error)"
+        }
+    }
+}
+
+/// Options for opening an ``EventLogStore``.
+public struct EventLogOptions: Sendable {
+    /// LMDB environment options (map size, durability, read-only, ...).
+    public var environment = EnvironmentOptions()
+    /// Source of IVs. Inject a `SeededRandomSource` only for deterministic replays.
+    public var random: any RandomSource = SystemRandomSource()
+    /// Diagnostics.
+    public var logger = Logger(label: "vaultlog.eventlog")
+
+    public init() {}
+}
+
+/// The append-only, sealed event log in one LMDB environment (DESIGN §2–3): the entry point of
+/// the storage layer.
+///
+/// ```swift
+/// let store = try EventLogStore(path: dir)
+/// let key = SealingKey(userKey: userKey)
+/// let seqs = try store.append([NewEvent(userId: "u1", cipherId: "c1", eventType: 1,
+///                                       recordedAtMillis: 0, body: Array("{}".utf8))], key: key)
+/// let body = try store.envelope(at: seqs[0])!.open(key: key)
+/// ```
+///
+/// Databases: `events` (big-endian `UInt64` sequence → envelope, appended with `MDB_APPEND`),
+/// `index` (user → sequences, user+cipher → sequences), `checkpoints` (sealed projections),
+/// `meta` (format version). The domain adds its own databases with ``openDatabase(_:)`` and
+/// writes them together with events in one transaction through ``write(_:)``.
+///
+/// The log is append-only with one documented exception: ``deleteUser(_:)`` (logout) removes
+/// everything of one user.
+public final class EventLogStore: Sendable {
+    /// The store format this build writes and reads.
+    public static let storeFormatVersion = 1
+
+    /// The LMDB environment.
+    public let environment: Environment
+    /// The directory.
+    public var path: String { environment.path }
+    let events: Database
+    let index: Database
+    let checkpoints: Database
+    let meta: Database
+    let random: any RandomSource
+    let logger: Logger
+
+    /// Opens (creating if needed and allowed) the store at `path`.
+    public init(path: String, options: EventLogOptions = EventLogOptions()) throws {
+        do {
+            environment = try Environment(path: path, options: options.environment)
+        } catch let error as LMDBError {
+            throw EventLogError.storage(path: path, error)
+        }
+        random = options.random
+        logger = options.logger
+        do {
+            let readOnly = options.environment.readOnly
+            if readOnly {
+                // A read-only open of a store that never had a write has no databases yet.
+                (events, index, checkpoints, meta) = try environment.read { txn in
+                    (try txn.openDatabase("events", create: false), try txn.openDatabase("index", create: false),
+                     try txn.openDatabase("checkpoints", create: false), try txn.openDatabase("meta", create: false))
+                }
+            } else {
+                (events, index, checkpoints, meta) = try environment.write { txn in
+                    (try txn.openDatabase("events", create: true), try txn.openDatabase("index", create: true),
+                     try txn.openDatabase("checkpoints", create: true), try txn.openDatabase("meta", create: true))
+                }
+            }
+        } catch let error as LMDBError {
+            throw EventLogError.storage(path: path, error)
+        }
+        try checkFormat(writable: !options.environment.readOnly)
+    }
+
+    private func checkFormat(writable: Bool) throws {
+        let stored = try environment.read { try $0.get(meta, key: Array("format".utf8)) }
+        if let stored {
+            guard stored.count == 1 else { throw EventLogError.corruptMetadata("format marker of \(stored.count) bytes") }
+            guard Int(stored[0]) <= Self.storeFormatVersion else {
+                throw EventLogError.newerStoreFormat(found: Int(stored[0]), supported: Self.storeFormatVersion)
+            }
+        } else if writable {
+            try environment.write { try $0.put(meta, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)]) }
+        }
+    }
+
+    /// Opens (creating) a domain database in this environment, e.g. the local `ciphers` cache.
+    public func openDatabase(_ name: String) throws -> Database {
+        precondition(!["events", "index", "checkpoints", "meta"].contains(name), "\(name) is reserved by EventLog")
+        return try environment.openDatabase(name, create: !environment.options.readOnly)
+    }
+
+    // MARK: Writing
+
+    /// Runs `body` in one write transaction in which the domain can update its own databases
+    /// and append events; all of it commits together, durably, or not at all.
+    /// `body` may run more than once (when the map grows), so keep side effects inside it.
+    public func write<T>(_ body: (LogTransaction) throws -> T) throws -> T {
+        try environment.write { try body(LogTransaction(transaction: $0, store: self)) }
+    }
+
+    /// ``write(_:)`` on the environment's writer thread.
+    public func writeAsync<T: Sendable>(_ body: @escaping @Sendable (LogTransaction) throws -> T) async throws -> T {
+        try await environment.writeAsync { try body(LogTransaction(transaction: $0, store: self)) }
+    }
+
+    /// Appends events in one transaction and returns their sequences (strictly increasing).
+    @discardableResult
+    public func append(_ newEvents: [NewEvent], key: SealingKey) throws -> [UInt64] {
+        try write { try $0.append(newEvents, key: key) }
+    }
+
+    /// Appends one event and returns its sequence.
+    @discardableResult
+    public func append(_ event: NewEvent, key: SealingKey) throws -> UInt64 {
+        try append([event], key: key)[0]
+    }
+
+    /// Removes every event, index entry and checkpoint of `userId` (logout). The only
+    /// non-append mutation of the log. Returns the number of events removed.
+    @discardableResult
+    public func deleteUser(_ userId: String) throws -> Int {
+        try write { try $0.deleteUser(userId) }
+    }
+
+    // MARK: Reading
+
+    /// The last sequence appended (0 for an empty log).
+    public func lastSequence() throws -> UInt64 {
+        try environment.read { try LogReader(transaction: $0, store: self).lastSequence() }
+    }
+
+    /// Number of events stored.
+    public func eventCount() throws -> Int {
+        try environment.read { try $0.count(events) }
+    }
+
+    /// Runs `body` with a read-only view (one consistent snapshot).
+    public func read<T>(_ body: (LogReader) throws -> T) throws -> T {
+        try environment.read { try body(LogReader(transaction: $0, store: self)) }
+    }
+
+    /// The envelope at `sequence`, or nil.
+    public func envelope(at sequence: UInt64) throws -> Envelope? {
+        try read { try $0.envelope(at: sequence) }
+    }
+
+    /// Envelopes with sequences in `range` (in order). For large ranges prefer ``stream(from:to:batchSize:)``.
+    public func envelopes(in range: ClosedRange<UInt64>) throws -> [Envelope] {
+        try read { reader in
+            var out: [Envelope] = []
+            try reader.forEachEnvelope(from: range.lowerBound, to: range.upperBound) { out.append($0); return true }
+            return out
+        }
+    }
+
+    /// A user's envelopes (optionally only those of one cipher), in order.
+    public func envelopes(userId: String, cipherId: String? = nil, after sequence: UInt64 = 0) throws -> [Envelope] {
+        try read { reader in
+            try reader.sequences(userId: userId, cipherId: cipherId, after: sequence).compactMap { try reader.envelope(at: $0) }
+        }
+    }
+
+    /// A user's headers (optionally one cipher's), read without a key.
+    public func headers(userId: String, cipherId: String? = nil, after sequence: UInt64 = 0) throws -> [EventHeader] {
+        try envelopes(userId: userId, cipherId: cipherId, after: sequence).map(\.header)
+    }
+
+    /// Streams envelopes from `from` to `to` in batches, each batch in its own short read
+    /// transaction, so memory stays bounded by `batchSize` however long the log is.
+    public func stream(from: UInt64 = 1, to: UInt64 = .max, batchSize: Int = 4096) -> EnvelopeStream {
+        EnvelopeStream(store: self, from: from, to: to, batchSize: batchSize)
+    }
+
+    /// Calls `body` for each envelope from `from` to `to`, reading in batches of `batchSize`
+    /// (bounded memory; each batch is one snapshot). Stops when `body` returns false.
+    public func forEachEnvelope(from: UInt64 = 1, to: UInt64 = .max, batchSize: Int = 4096,
+                                _ body: (Envelope) throws -> Bool) throws {
+        var next = from
+        while next <= to {
+            var batch: [Envelope] = []
+            batch.reserveCapacity(batchSize)
+            try read { reader in
+                try reader.forEachEnvelope(from: next, to: to) { envelope in
+                    batch.append(envelope)
+                    return batch.count < batchSize
+                }
+            }
+            guard let last = batch.last else { return }
+            for envelope in batch { guard try body(envelope) else { return } }
+            guard last.header.sequence < .max else { return }
+            next = last.header.sequence + 1
+        }
+    }
+
+    // MARK: Checkpoints
+
+    /// Stores a sealed checkpoint (e.g. a projection) of `userId` as of `sequence`.
+    public func saveCheckpoint(userId: String, sequence: UInt64, payload: [UInt8], key: SealingKey) throws {
+        try write { try $0.saveCheckpoint(userId: userId, sequence: sequence, payload: payload, key: key) }
+    }
+
+    /// The newest checkpoint of `userId` at or before `sequence`, opened; nil if none.
+    public func latestCheckpoint(userId: String, atOrBefore sequence: UInt64 = .max, key: SealingKey) throws -> (sequence: UInt64, payload: [UInt8])? {
+        try read { try $0.latestCheckpoint(userId: userId, atOrBefore: sequence, key: key) }
+    }
+}
+
+/// A write transaction on the log, handed out by ``EventLogStore/write(_:)``. The domain
+/// reaches its own databases through ``transaction``.
+public struct LogTransaction {
+    /// The underlying LMDB transaction, for the domain's own databases.
+    public let transaction: Transaction
+    let store: EventLogStore
+
+    /// A read view inside this write transaction (sees its own uncommitted writes).
+    public var reader: LogReader { LogReader(transaction: transaction, store: store) }
+
+    /// The last sequence, including events appended earlier in this transaction.
+    public func lastSequence() throws -> UInt64 { try reader.lastSequence() }
+
+    /// Appends sealed events and their index entries; returns their sequences.
+    @discardableResult
+    public func append(_ newEvents: [NewEvent], key: SealingKey) throws -> [UInt64] {
+        var sequence = try lastSequence()
+        var sequences: [UInt64] = []
+        sequences.reserveCapacity(newEvents.count)
+        let ivs = store.random.bytes(16 * newEvents.count)
+        try transaction.withCursor(store.events) { cursor in
+            for (i, event) in newEvents.enumerated() {
+                sequence += 1
+                let header = EventHeader(sequence: sequence, userId: event.userId, cipherId: event.cipherId,
+                                         eventType: event.eventType, recordedAtMillis: event.recordedAtMillis)
+                let bytes = try Envelope.seal(header: header, body: event.body, key: key, iv: Array(ivs[16 * i..<16 * i + 16]))
+                let seqKey = sequenceKey(sequence)
+                try seqKey.withUnsafeBytes { k in
+                    try bytes.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .append) }
+                }
+                sequences.append(sequence)
+            }
+        }
+        for (event, sequence) in zip(newEvents, sequences) {
+            try transaction.put(store.index, key: IndexKey.user(event.userId, sequence), value: [])
+            if !event.cipherId.isEmpty {
+                try transaction.put(store.index, key: IndexKey.cipher(event.userId, event.cipherId, sequence), value: [])
+            }
+        }
+        return sequences
+    }
+
+    /// Appends one event.
+    @discardableResult
+    public func append(_ event: NewEvent, key: SealingKey) throws -> UInt64 {
+        try append([event], key: key)[0]
+    }
+
+    /// See ``EventLogStore/deleteUser(_:)``.
+    @discardableResult
+    public func deleteUser(_ userId: String) throws -> Int {
+        let sequences = try reader.sequences(userId: userId, cipherId: nil)
+        for sequence in sequences { try transaction.delete(store.events, key: sequenceKey(sequence)) }
+        for prefix in [IndexKey.userPrefix(userId), IndexKey.cipherUserPrefix(userId)] {
+            try deleteAll(in: store.index, withPrefix: prefix)
+        }
+        try deleteAll(in: store.checkpoints, withPrefix: IndexKey.checkpointPrefix(userId))
+        return sequences.count
+    }
+
+    private func deleteAll(in db: Database, withPrefix prefix: [UInt8]) throws {
+        try transaction.withCursor(db) { cursor in
+            var entry = try cursor.seek(atOrAfter: prefix)
+            while let current = entry, current.key.starts(with: prefix) {
+                try cursor.deleteCurrent()
+                // After a delete the cursor sits on the next entry; re-read it.
+                entry = try cursor.seek(atOrAfter: prefix)
+            }
+        }
+    }
+
+    /// See ``EventLogStore/saveCheckpoint(userId:sequence:payload:key:)``.
+    public func saveCheckpoint(userId: String, sequence: UInt64, payload: [UInt8], key: SealingKey) throws {
+        let dbKey = IndexKey.checkpoint(userId, sequence)
+        var sealed = Checkpoint.header(userId: userId, sequence: sequence)
+        try Envelope.sealBody(payload, appendingTo: &sealed, key: key.checkpoints, iv: store.random.bytes(16))
+        try transaction.put(store.checkpoints, key: dbKey, value: sealed)
+    }
+}
+
+/// A read view of the log within one transaction.
+public struct LogReader {
+    /// The underlying LMDB transaction, for the domain's own databases.
+    public let transaction: Transaction
+    let store: EventLogStore
+
+    /// The last sequence (0 when empty).
+    public func lastSequence() throws -> UInt64 {
+        try transaction.withCursor(store.events) { cursor in
+            guard let last = try cursor.last() else { return 0 }
+            guard last.key.count == 8 else {
+                throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(last.key.count) bytes")
+            }
+            return readBE(last.key, at: 0, as: UInt64.self)
+        }
+    }
+
+    /// The envelope at `sequence`, or nil.
+    public func envelope(at sequence: UInt64) throws -> Envelope? {
+        guard let bytes = try transaction.get(store.events, key: sequenceKey(sequence)) else { return nil }
+        return try Envelope(bytes: bytes)
+    }
+
+    /// Visits envelopes in `from...to` in order while `body` returns true.
+    public func forEachEnvelope(from: UInt64, to: UInt64, _ body: (Envelope) throws -> Bool) throws {
+        try transaction.scan(store.events, from: sequenceKey(from)) { key, value in
+            guard key.count == 8 else { throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(key.count) bytes") }
+            guard readBE(key, at: 0, as: UInt64.self) <= to else { return false }
+            return try body(Envelope(bytes: Array(value)))
+        }
+    }
+
+    /// Visits headers in `from...to` without decoding bodies (works while locked).
+    public func forEachHeader(from: UInt64 = 1, to: UInt64 = .max, _ body: (EventHeader) throws -> Bool) throws {
+        try transaction.scan(store.events, from: sequenceKey(from)) { key, value in
+            guard key.count == 8 else { throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(key.count) bytes") }
+            guard readBE(key, at: 0, as: UInt64.self) <= to else { return false }
+            return try body(Envelope.parseHeader(raw: value).header)
+        }
+    }
+
+    /// Sequences of a user's events (or of one cipher's), in order, after `after`.
+    public func sequences(userId: String, cipherId: String?, after: UInt64 = 0) throws -> [UInt64] {
+        let prefix = cipherId.map { IndexKey.cipherPrefix(userId, $0) } ?? IndexKey.userPrefix(userId)
+        var out: [UInt64] = []
+        try transaction.scan(store.index, from: prefix + sequenceKey(after &+ 1)) { key, _ in
+            guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+            out.append(readBE(key, at: prefix.count, as: UInt64.self))
+            return true
+        }
+        return out
+    }
+
+    /// The user ids that have events (from the index, no key needed).
+    public func userIds() throws -> [String] {
+        var users: [String] = []
+        var cursorKey: [UInt8] = [IndexKey.userTag]
+        while true {
+            var found: String?
+            try transaction.scan(store.index, from: cursorKey) { key, _ in
+                guard key.first == IndexKey.userTag, key.count > 2 else { return false }
+                let length = Int(key[1])
+                guard key.count >= 2 + length else { return false }
+                found = String(decoding: key[2..<2 + length], as: UTF8.self)
+                return false
+            }
+            guard let user = found else { return users }
+            users.append(user)
+            // Skip past every key of this user: prefix followed by 0xFF…
+            cursorKey = IndexKey.userPrefix(user) + [UInt8](repeating: 0xFF, count: 9)
+        }
+    }
+
+    /// See ``EventLogStore/latestCheckpoint(userId:atOrBefore:key:)``.
+    public func latestCheckpoint(userId: String, atOrBefore sequence: UInt64, key: SealingKey) throws -> (sequence: UInt64, payload: [UInt8])? {
+        let prefix = IndexKey.checkpointPrefix(userId)
+        var found: (UInt64, [UInt8])?
+        try transaction.scan(store.checkpoints, from: IndexKey.checkpoint(userId, sequence), reverse: true) { k, v in
+            guard k.count == prefix.count + 8, k.starts(with: prefix) else { return false }
+            found = (readBE(k, at: prefix.count, as: UInt64.self), Array(v))
+            return false
+        }
+        guard let (checkpointSequence, sealed) = found else { return nil }
+        let headerLength = Checkpoint.header(userId: userId, sequence: checkpointSequence).count
+        guard sealed.count >= headerLength + 64, sealed[0..<headerLength].elementsEqual(Checkpoint.header(userId: userId, sequence: checkpointSequence)) else {
+            throw EventLogError.checkpoint("checkpoint of \(userId) at \(checkpointSequence) is malformed")
+        }
+        do {
+            let payload = try Envelope.openBody(sealed, headerLength: headerLength, key: key.checkpoints, sequence: checkpointSequence)
+            return (checkpointSequence, payload)
+        } catch {
+            throw EventLogError.checkpoint("checkpoint of \(userId) at \(checkpointSequence) failed authentication (wrong key or tampered file)")
+        }
+    }
+
+    /// Sequences of all checkpoints of a user.
+    public func checkpointSequences(userId: String) throws -> [UInt64] {
+        let prefix = IndexKey.checkpointPrefix(userId)
+        var out: [UInt64] = []
+        try transaction.scan(store.checkpoints, from: prefix) { k, _ in
+            guard k.count == prefix.count + 8, k.starts(with: prefix) else { return false }
+            out.append(readBE(k, at: prefix.count, as: UInt64.self))
+            return true
+        }
+        return out
+    }
+}
+
+/// Sealed-checkpoint framing: `"VLCK" ‖ version ‖ userIdLength ‖ userId ‖ sequence` then the
+/// sealed body; the MAC covers that header, so a checkpoint cannot be moved to another user or
+/// sequence.
+enum Checkpoint {
+    static func header(userId: String, sequence: UInt64) -> [UInt8] {
+        var out = Array("VLCK".utf8)
+        out.append(1)
+        let user = Array(userId.utf8.prefix(Envelope.maxIdLength))
+        out.append(UInt8(user.count))
+        out.append(contentsOf: user)
+        appendBE(sequence, to: &out)
+        return out
+    }
+}
+
+/// Keys of the `index` and `checkpoints` databases. Ids are length-prefixed, so one id can
+/// never be a prefix of another's keys.
+enum IndexKey {
+    static let userTag: UInt8 = 0x01
+    static let cipherTag: UInt8 = 0x02
+
+    static func userPrefix(_ user: String) -> [UInt8] {
+        let u = Array(user.utf8)
+        return [userTag, UInt8(truncatingIfNeeded: u.count)] + u
+    }
+
+    static func user(_ user: String, _ sequence: UInt64) -> [UInt8] {
+        userPrefix(user) + sequenceKey(sequence)
+    }
+
+    static func cipherUserPrefix(_ user: String) -> [UInt8] {
+        let u = Array(user.utf8)
+        return [cipherTag, UInt8(truncatingIfNeeded: u.count)] + u
+    }
+
+    static func cipherPrefix(_ user: String, _ cipher: String) -> [UInt8] {
+        let c = Array(cipher.utf8)
+        return cipherUserPrefix(user) + [UInt8(truncatingIfNeeded: c.count)] + c
+    }
+
+    static func cipher(_ user: String, _ cipher: String, _ sequence: UInt64) -> [UInt8] {
+        cipherPrefix(user, cipher) + sequenceKey(sequence)
+    }
+
+    static func checkpointPrefix(_ user: String) -> [UInt8] {
+        let u = Array(user.utf8)
+        return [UInt8(truncatingIfNeeded: u.count)] + u
+    }
+
+    static func checkpoint(_ user: String, _ sequence: UInt64) -> [UInt8] {
+        checkpointPrefix(user) + sequenceKey(sequence)
+    }
+}
+
+/// An `AsyncSequence` of envelopes read in bounded batches; see ``EventLogStore/stream(from:to:batchSize:)``.
+public struct EnvelopeStream: AsyncSequence, Sendable {
+    public typealias Element = Envelope
+    let store: EventLogStore
+    let from: UInt64
+    let to: UInt64
+    let batchSize: Int
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(store: store, next: from, to: to, batchSize: batchSize)
+    }
+
+    /// Reads the next batch when the current one is used up.
+    public struct Iterator: AsyncIteratorProtocol {
+        let store: EventLogStore
+        var next: UInt64
+        let to: UInt64
+        let batchSize: Int
+        var buffer: [Envelope] = []
+        var position = 0
+        var finished = false
+
+        init(store: EventLogStore, next: UInt64, to: UInt64, batchSize: Int) {
+            self.store = store
+            self.next = next
+            self.to = to
+            self.batchSize = Swift.max(1, batchSize)
+        }
+
+        public mutating func next() async throws -> Envelope? {
+            if position == buffer.count {
+                guard !finished, next <= to else { return nil }
+                buffer.removeAll(keepingCapacity: true)
+                position = 0
+                let (from, to, size) = (next, self.to, batchSize)
+                var batch = buffer
+                try store.read { reader in
+                    try reader.forEachEnvelope(from: from, to: to) { envelope in
+                        batch.append(envelope)
+                        return batch.count < size
+                    }
+                }
+                buffer = batch
+                guard let last = buffer.last else { finished = true; return nil }
+                if last.header.sequence == .max { finished = true } else { next = last.header.sequence + 1 }
+            }
+            defer { position += 1 }
+            return buffer[position]
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// Module EventLog: see Docs/Architecture.md.

@@ -1,0 +1,140 @@
+import Testing
+import Foundation
+@testable import LMDB
+
+@Suite struct EnvironmentTests {
+    func key(_ n: UInt64) -> [UInt8] { withUnsafeBytes(of: n.bigEndian) { Array($0) } }
+
+    @Test func putGetDelete_roundTrip() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let db = try env.openDatabase("things")
+        try env.write { try $0.put(db, key: [1], value: [10, 11]) }
+        #expect(try env.read { try $0.get(db, key: [1]) } == [10, 11])
+        #expect(try env.read { try $0.get(db, key: [2]) } == nil)
+        #expect(try env.write { try $0.delete(db, key: [1]) })
+        #expect(try env.write { try $0.delete(db, key: [1]) } == false)
+        #expect(try env.read { try $0.count(db) } == 0)
+    }
+
+    @Test func throwingWriteClosure_abortsEverything() throws {
+        struct Boom: Error {}
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let db = try env.openDatabase("things")
+        #expect(throws: Boom.self) {
+            try env.write { txn in
+                try txn.put(db, key: [1], value: [1])
+                throw Boom()
+            }
+        }
+        #expect(try env.read { try $0.get(db, key: [1]) } == nil)
+    }
+
+    @Test func rangeScans_forwardAndBackward() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let db = try env.openDatabase("log")
+        try env.write { txn in
+            for n in stride(from: UInt64(10), through: 100, by: 10) { try txn.put(db, key: key(n), value: [UInt8(n)]) }
+        }
+        func collect(from start: UInt64?, reverse: Bool) throws -> [UInt8] {
+            try env.read { txn in
+                var out: [UInt8] = []
+                try txn.scan(db, from: start.map(key), reverse: reverse) { _, value in out.append(value[0]); return true }
+                return out
+            }
+        }
+        #expect(try collect(from: nil, reverse: false) == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100])
+        #expect(try collect(from: 35, reverse: false) == [40, 50, 60, 70, 80, 90, 100])
+        #expect(try collect(from: 40, reverse: true) == [40, 30, 20, 10])
+        #expect(try collect(from: 45, reverse: true) == [40, 30, 20, 10])
+        #expect(try collect(from: 1000, reverse: true) == [100, 90, 80, 70, 60, 50, 40, 30, 20, 10])
+        #expect(try collect(from: 1000, reverse: false) == [])
+    }
+
+    @Test func appendOutOfOrder_failsWithKeyExists() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let db = try env.openDatabase("log")
+        try env.write { txn in
+            try txn.put(db, key: key(5), value: [5], flags: .append)
+            try txn.put(db, key: key(6), value: [6], flags: .append)
+        }
+        #expect {
+            try env.write { try $0.put(db, key: key(3), value: [3], flags: .append) }
+        } throws: { error in
+            guard let error = error as? LMDBError else { return false }
+            return error.isKeyExists && error.description.contains("mdb_put log") && error.description.contains("MDB_KEYEXIST")
+        }
+    }
+
+    @Test func mapFull_growsInvisibly() throws {
+        let dir = TemporaryDirectory()
+        var options = EnvironmentOptions()
+        options.mapSize = 64 << 10
+        let env = try Environment(path: dir.path, options: options)
+        let db = try env.openDatabase("log")
+        let value = [UInt8](repeating: 0xAB, count: 1000)
+        for batch in 0..<20 {
+            try env.write { txn in
+                for i in 0..<500 { try txn.put(db, key: key(UInt64(batch * 500 + i)), value: value, flags: .append) }
+            }
+        }
+        #expect(try env.read { try $0.count(db) } == 10_000)
+        #expect(try env.info().mapSize > 64 << 10)
+    }
+
+    @Test func missingDirectory_withoutCreate_isAClearError() {
+        var options = EnvironmentOptions()
+        options.createDirectory = false
+        #expect {
+            try Environment(path: "/nonexistent/vaultlog-\(UUID())", options: options)
+        } throws: { error in
+            "\(error)".contains("no such directory")
+        }
+    }
+
+    @Test func sameDirectoryTwice_isRefused() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        #expect { try Environment(path: dir.path) } throws: { "\($0)".contains("already open") }
+        env.close()
+        _ = try Environment(path: dir.path)
+    }
+
+    @Test func nonLMDBFile_isReportedAsInvalid() throws {
+        let dir = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
+        try Data(repeating: 0x42, count: 64 << 10).write(to: URL(fileURLWithPath: dir.path + "/data.mdb"))
+        #expect { try Environment(path: dir.path) } throws: { error in
+            (error as? LMDBError)?.isInvalidFile == true
+        }
+    }
+
+    @Test func readsRunWhileWriterHoldsTransaction() async throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let db = try env.openDatabase("kv")
+        try env.write { try $0.put(db, key: [0], value: [0]) }
+        // A reader on another task sees the last committed snapshot while a write is open.
+        let sawCommitted = try env.write { txn -> Bool in
+            try txn.put(db, key: [0], value: [1])
+            let group = DispatchGroup()
+            nonisolated(unsafe) var seen: [UInt8]?
+            group.enter()
+            Thread {
+                seen = try? env.read { try $0.get(db, key: [0]) }
+                group.leave()
+            }.start()
+            group.wait()
+            return seen == [0]
+        }
+        #expect(sawCommitted)
+        #expect(try env.read { try $0.get(db, key: [0]) } == [1])
+    }
+
+    @Test func libraryVersion_isReported() {
+        #expect(Environment.libraryVersion.hasPrefix("LMDB 0.9"))
+    }
+}

@@ -1,0 +1,136 @@
+import Testing
+import Foundation
+import Crypto
+@testable import VaultCrypto
+
+@Suite struct EncStringTests {
+    let key = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 1))
+
+    @Test(arguments: ["", "a", "0123456789abcde", "0123456789abcdef", String(repeating: "x", count: 4096), "pässwörd 🔑"])
+    func encryptThenDecrypt_roundTrips(plaintext: String) throws {
+        let enc = EncString.encrypt(plaintext, key: key)
+        let reparsed = try EncString(enc.serialized)
+        #expect(reparsed == enc)
+        #expect(try reparsed.decryptString(key: key) == plaintext)
+    }
+
+    @Test func emptyPlaintext_isOneBlock() {
+        #expect(EncString.encrypt("", key: key).ciphertext.count == 16)
+    }
+
+    @Test func wrongKey_failsAuthentication() throws {
+        let enc = EncString.encrypt("secret", key: key)
+        let other = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 2))
+        #expect(throws: VaultCryptoError.authenticationFailed) { try enc.decrypt(key: other) }
+    }
+
+    @Test func everyFlippedByte_failsAuthentication() throws {
+        let enc = EncString.encrypt("a secret worth protecting", key: key)
+        let parts = [enc.iv, enc.ciphertext, enc.mac!]
+        for part in 0..<3 {
+            for index in 0..<parts[part].count {
+                var altered = parts
+                altered[part][index] ^= 0x01
+                let tampered = try EncString(iv: altered[0], ciphertext: altered[1], mac: altered[2])
+                #expect(throws: VaultCryptoError.authenticationFailed) { try tampered.decrypt(key: key) }
+            }
+        }
+    }
+
+    @Test(arguments: [
+        "", "2", "2.", "8.AAAA", "2.AAAA|BBBB", "2.not base64!|AAAAAAAAAAAAAAAAAAAAAA==|AAAA",
+        "2.AAAAAAAAAAAAAAAAAAAAAA==|AAAAAAAAAAAAAAAAAAAAAA==|AAAA",
+        "2.AAAA|AAAAAAAAAAAAAAAAAAAAAA==|AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        "2.AAAAAAAAAAAAAAAAAAAAAA==|AAAAAAAAAAAAAAAAAAAAAA==|AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=|extra",
+        "plaintext name",
+    ])
+    func malformedEncString_throwsInvalidEncString(text: String) {
+        #expect {
+            try EncString(text)
+        } throws: { error in
+            guard case VaultCryptoError.invalidEncString = error else { return false }
+            return true
+        }
+    }
+
+    @Test func invalidTypeMessage_matchesSdkWording() {
+        #expect(throws: VaultCryptoError.invalidEncString("Invalid symmetric type, got type 8 with 1 parts")) {
+            try EncString("8.AAAA")
+        }
+    }
+
+    @Test func typeZero_decryptsOnlyWithLegacy32ByteKey() throws {
+        let aesKey = SymmetricKey(data: [UInt8](repeating: 7, count: 32))
+        let iv = [UInt8](repeating: 3, count: 16)
+        let ct = try Array(AES._CBC.encrypt(Array("legacy".utf8), using: aesKey, iv: AES._CBC.IV(ivBytes: iv)))
+        let text = "0.\(Base64.encode(iv))|\(Base64.encode(ct))"
+        let enc = try EncString(text)
+        #expect(enc.type == .aesCbc256B64)
+        #expect(enc.serialized == text)
+        #expect(try enc.decryptLegacy(aesKey: aesKey) == Array("legacy".utf8))
+        // Downgrade protection: a 64-byte key refuses unauthenticated type 0.
+        #expect(throws: VaultCryptoError.wrongKeyType("a type-0 (unauthenticated) EncString cannot be decrypted with a 64-byte key")) {
+            try enc.decrypt(key: key)
+        }
+    }
+
+    @Test func legacyProtectedUserKey_unwrapsWithUnstretchedMasterKey() throws {
+        let master = try MasterKey.derive(password: "pw", email: "a@b.c", kdf: .pbkdf2(iterations: 5000))
+        let userKey = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 9))
+        let iv = [UInt8](repeating: 1, count: 16)
+        let ct = try Array(AES._CBC.encrypt(userKey.exportBytes(), using: SymmetricKey(data: master.exportBytes()), iv: AES._CBC.IV(ivBytes: iv)))
+        let protected = try EncString("0.\(Base64.encode(iv))|\(Base64.encode(ct))")
+        #expect(try master.decryptUserKey(protected) == userKey)
+    }
+
+    @Test func protectedUserKey_roundTrips() throws {
+        let master = try MasterKey.derive(password: "correct horse", email: " Someone@Example.com ", kdf: .pbkdf2(iterations: 5000))
+        let userKey = SymmetricCryptoKey.generate()
+        let protected = master.encryptUserKey(userKey)
+        #expect(try master.decryptUserKey(protected) == userKey)
+        let wrong = try MasterKey.derive(password: "wrong horse", email: "someone@example.com", kdf: .pbkdf2(iterations: 5000))
+        #expect(throws: VaultCryptoError.authenticationFailed) { try wrong.decryptUserKey(protected) }
+    }
+
+    @Test func perCipherKey_wrapsAndUnwraps() throws {
+        let cipherKey = SymmetricCryptoKey.generate()
+        let wrapped = key.wrap(cipherKey)
+        #expect(try key.unwrap(wrapped) == cipherKey)
+        let field = EncString.encrypt("field", key: cipherKey)
+        #expect(throws: VaultCryptoError.authenticationFailed) { try field.decrypt(key: key) }
+    }
+
+    @Test func tooFewPbkdf2Iterations_isRejected() {
+        #expect(throws: VaultCryptoError.invalidKdfParameters("PBKDF2 needs at least 5000 iterations, got 100")) {
+            try MasterKey.derive(password: "p", email: "e", kdf: .pbkdf2(iterations: 100))
+        }
+    }
+
+    @Test func keyMaterial_isRedactedInDescriptions() throws {
+        let master = try MasterKey.derive(password: "p", email: "e", kdf: .pbkdf2(iterations: 5000))
+        let printed = "\(key) \(String(reflecting: key)) \(master)"
+        #expect(!printed.contains(key.exportBase64()))
+        #expect(!printed.contains(Base64.encode(master.exportBytes())))
+        #expect(printed.contains("redacted"))
+    }
+
+    @Test func codable_isPlainJSONString() throws {
+        let enc = EncString.encrypt("x", key: key)
+        let json = try JSONEncoder().encode(["name": enc])
+        #expect(String(decoding: json, as: UTF8.self) == "{\"name\":\"\(enc.serialized.replacingOccurrences(of: "/", with: "\\/"))\"}")
+        #expect(try JSONDecoder().decode([String: EncString].self, from: json)["name"] == enc)
+    }
+
+    @Test func seededRandom_isDeterministic() {
+        #expect(SeededRandomSource(seed: 42).bytes(40) == SeededRandomSource(seed: 42).bytes(40))
+        #expect(SeededRandomSource(seed: 42).bytes(16) != SeededRandomSource(seed: 43).bytes(16))
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 4, 5, 63, 64, 65])
+    func base64_matchesFoundation(length: Int) {
+        let bytes = SeededRandomSource(seed: UInt64(length)).bytes(length)
+        let ours = Base64.encode(bytes)
+        #expect(ours == Data(bytes).base64EncodedString())
+        #expect(Base64.decode(ours) == bytes)
+    }
+}
