@@ -66,9 +66,9 @@ public enum EnvelopeError: Error, Equatable, Sendable, CustomStringConvertible {
 /// HKDF-Expand under VaultLog's own info strings, so they never equal a key Bitwarden uses.
 public struct SealingKey: Sendable, CustomStringConvertible {
     /// Key for event bodies.
-    let events: SymmetricCryptoKey
+    let events: SubKey
     /// Key for projection checkpoints.
-    let checkpoints: SymmetricCryptoKey
+    let checkpoints: SubKey
 
     /// HKDF info for event-body keys (part of the format; never change it).
     public static let eventInfo = "vaultlog.envelope.v1"
@@ -77,11 +77,23 @@ public struct SealingKey: Sendable, CustomStringConvertible {
 
     /// Derives the sealing keys from a user key.
     public init(userKey: SymmetricCryptoKey) {
-        events = userKey.derive(info: Self.eventInfo)
-        checkpoints = userKey.derive(info: Self.checkpointInfo)
+        events = SubKey(userKey.derive(info: Self.eventInfo))
+        checkpoints = SubKey(userKey.derive(info: Self.checkpointInfo))
     }
 
     public var description: String { "SealingKey(<redacted>)" }
+
+    /// One derived key plus an HMAC already keyed with its MAC half: copying the keyed state
+    /// saves the two SHA-256 blocks of HMAC key setup on every event.
+    struct SubKey: Sendable {
+        let key: SymmetricCryptoKey
+        let hmac: HMAC<SHA256>
+
+        init(_ key: SymmetricCryptoKey) {
+            self.key = key
+            self.hmac = HMAC<SHA256>(key: key.macKey)
+        }
+    }
 }
 
 /// A stored event: plaintext header + sealed body (AES-256-CBC + HMAC-SHA256, encrypt-then-MAC,
@@ -189,7 +201,7 @@ public struct Envelope: Sendable {
     }
 
     /// Seals `body` under `key` with `iv` and returns the stored bytes.
-    public static func seal(header: EventHeader, body: [UInt8], key: SealingKey, iv: [UInt8]) throws -> [UInt8] {
+    public static func seal(header: EventHeader, body: [UInt8], key: SealingKey, iv: ArraySlice<UInt8>) throws -> [UInt8] {
         var out = try encodeHeader(header)
         try sealBody(body, appendingTo: &out, key: key.events, iv: iv)
         return out
@@ -197,10 +209,10 @@ public struct Envelope: Sendable {
 
     /// Appends `iv ‖ mac ‖ ciphertext` for `body` to `out`, which holds the header so far; the
     /// MAC covers everything in `out` before the IV.
-    static func sealBody(_ body: [UInt8], appendingTo out: inout [UInt8], key: SymmetricCryptoKey, iv: [UInt8]) throws {
+    static func sealBody(_ body: [UInt8], appendingTo out: inout [UInt8], key: SealingKey.SubKey, iv: ArraySlice<UInt8>) throws {
         precondition(iv.count == ivBytes, "envelope IV must be 16 bytes")
-        let ciphertext = try AES._CBC.encrypt(body, using: key.encryptionKey, iv: AES._CBC.IV(ivBytes: iv))
-        var hmac = HMAC<SHA256>(key: key.macKey)
+        let ciphertext = try AES._CBC.encrypt(body, using: key.key.encryptionKey, iv: AES._CBC.IV(ivBytes: iv))
+        var hmac = key.hmac
         hmac.update(data: out)
         hmac.update(data: iv)
         hmac.update(data: ciphertext)
@@ -221,10 +233,10 @@ public struct Envelope: Sendable {
         Self.macMatches(bytes, headerLength: headerLength, key: key.events)
     }
 
-    static func macMatches(_ bytes: [UInt8], headerLength: Int, key: SymmetricCryptoKey) -> Bool {
+    static func macMatches(_ bytes: [UInt8], headerLength: Int, key: SealingKey.SubKey) -> Bool {
         bytes.withUnsafeBytes { raw in
             let macStart = headerLength + ivBytes
-            var hmac = HMAC<SHA256>(key: key.macKey)
+            var hmac = key.hmac
             hmac.update(data: UnsafeRawBufferPointer(rebasing: raw[0..<macStart]))
             hmac.update(data: UnsafeRawBufferPointer(rebasing: raw[(macStart + macBytes)...]))
             let expected = hmac.finalize()
@@ -232,7 +244,7 @@ public struct Envelope: Sendable {
         }
     }
 
-    static func openBody(_ bytes: [UInt8], headerLength: Int, key: SymmetricCryptoKey, sequence: UInt64) throws -> [UInt8] {
+    static func openBody(_ bytes: [UInt8], headerLength: Int, key: SealingKey.SubKey, sequence: UInt64) throws -> [UInt8] {
         guard macMatches(bytes, headerLength: headerLength, key: key) else {
             throw EnvelopeError.authenticationFailed(sequence: sequence)
         }
@@ -240,7 +252,7 @@ public struct Envelope: Sendable {
         let ctStart = headerLength + ivBytes + macBytes
         do {
             let iv = try AES._CBC.IV(ivBytes: bytes[ivStart..<ivStart + ivBytes])
-            return try Array(AES._CBC.decrypt(bytes[ctStart...], using: key.encryptionKey, iv: iv))
+            return try Array(AES._CBC.decrypt(bytes[ctStart...], using: key.key.encryptionKey, iv: iv))
         } catch {
             throw EnvelopeError.undecryptable(sequence: sequence)
         }

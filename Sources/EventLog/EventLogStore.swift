@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Synchronization
 import Logging
 import VaultCrypto
 
@@ -277,21 +278,15 @@ public struct LogTransaction {
     /// Appends sealed events and their index entries; returns their sequences.
     @discardableResult
     public func append(_ newEvents: [NewEvent], key: SealingKey) throws -> [UInt64] {
-        var sequence = try lastSequence()
-        var sequences: [UInt64] = []
-        sequences.reserveCapacity(newEvents.count)
-        let ivs = store.random.bytes(16 * newEvents.count)
+        let first = try lastSequence() + 1
+        let sequences = (0..<UInt64(newEvents.count)).map { first + $0 }
+        let sealed = try Self.seal(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count))
         try transaction.withCursor(store.events) { cursor in
-            for (i, event) in newEvents.enumerated() {
-                sequence += 1
-                let header = EventHeader(sequence: sequence, userId: event.userId, cipherId: event.cipherId,
-                                         eventType: event.eventType, recordedAtMillis: event.recordedAtMillis)
-                let bytes = try Envelope.seal(header: header, body: event.body, key: key, iv: Array(ivs[16 * i..<16 * i + 16]))
-                let seqKey = sequenceKey(sequence)
-                try seqKey.withUnsafeBytes { k in
+            for (sequence, bytes) in zip(sequences, sealed) {
+                var k = sequence.bigEndian
+                try withUnsafeBytes(of: &k) { k in
                     try bytes.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .append) }
                 }
-                sequences.append(sequence)
             }
         }
         for (event, sequence) in zip(newEvents, sequences) {
@@ -307,6 +302,39 @@ public struct LogTransaction {
     @discardableResult
     public func append(_ event: NewEvent, key: SealingKey) throws -> UInt64 {
         try append([event], key: key)[0]
+    }
+
+    /// Batches at least this large are sealed on all cores (sealing is independent per event
+    /// once sequences are assigned; smaller batches are not worth the dispatch).
+    static let parallelSealThreshold = 64
+
+    /// Seals events with consecutive sequences from `firstSequence`, in parallel for large batches.
+    static func seal(_ events: [NewEvent], firstSequence: UInt64, key: SealingKey, ivs: [UInt8]) throws -> [[UInt8]] {
+        @Sendable func sealOne(_ i: Int) throws -> [UInt8] {
+            let event = events[i]
+            let header = EventHeader(sequence: firstSequence + UInt64(i), userId: event.userId, cipherId: event.cipherId,
+                                     eventType: event.eventType, recordedAtMillis: event.recordedAtMillis)
+            return try Envelope.seal(header: header, body: event.body, key: key, iv: ivs[16 * i..<16 * i + 16])
+        }
+        let count = events.count
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        guard count >= parallelSealThreshold, cores > 1 else { return try (0..<count).map(sealOne) }
+        let results = UnsafeMutableBufferPointer<[UInt8]>.allocate(capacity: count)
+        results.initialize(repeating: [])
+        defer { results.deallocate() }
+        let failure = Mutex<(any Error)?>(nil)
+        let chunks = cores * 4
+        nonisolated(unsafe) let output = results
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            let range = (count * chunk / chunks)..<(count * (chunk + 1) / chunks)
+            do {
+                for i in range { output[i] = try sealOne(i) }
+            } catch {
+                failure.withLock { $0 = error }
+            }
+        }
+        if let error = failure.withLock({ $0 }) { throw error }
+        return Array(results)
     }
 
     /// See ``EventLogStore/deleteUser(_:)``.
@@ -336,7 +364,7 @@ public struct LogTransaction {
     public func saveCheckpoint(userId: String, sequence: UInt64, payload: [UInt8], key: SealingKey) throws {
         let dbKey = IndexKey.checkpoint(userId, sequence)
         var sealed = Checkpoint.header(userId: userId, sequence: sequence)
-        try Envelope.sealBody(payload, appendingTo: &sealed, key: key.checkpoints, iv: store.random.bytes(16))
+        try Envelope.sealBody(payload, appendingTo: &sealed, key: key.checkpoints, iv: store.random.bytes(16)[...])
         try transaction.put(store.checkpoints, key: dbKey, value: sealed)
     }
 }

@@ -1,4 +1,5 @@
 import Synchronization
+import Crypto
 
 /// Where IVs, keys and ids get their randomness. Injected so that a replay can be made
 /// byte-for-byte deterministic (DESIGN §9.7); production code uses ``SystemRandomSource``.
@@ -7,25 +8,15 @@ public protocol RandomSource: Sendable {
     func bytes(_ count: Int) -> [UInt8]
 }
 
-/// The operating system's cryptographically secure generator (`getrandom` on Linux,
-/// `arc4random` on Apple platforms).
+/// A cryptographically secure generator (BoringSSL's or CommonCrypto's, seeded by the OS).
 public struct SystemRandomSource: RandomSource {
     public init() {}
 
     public func bytes(_ count: Int) -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        var output = [UInt8](repeating: 0, count: count)
-        var index = 0
-        while index < count {
-            var word = generator.next()
-            withUnsafeBytes(of: &word) { raw in
-                for byte in raw where index < count {
-                    output[index] = byte
-                    index += 1
-                }
-            }
-        }
-        return output
+        guard count > 0 else { return [] }
+        // BoringSSL's RAND_bytes (seeded from getrandom, then a user-space DRBG): one call per
+        // request instead of one system call per 8 bytes.
+        return SymmetricKey(size: SymmetricKeySize(bitCount: count * 8)).withUnsafeBytes { Array($0) }
     }
 }
 
