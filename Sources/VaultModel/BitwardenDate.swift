@@ -1,0 +1,242 @@
+import Foundation
+
+/// An instant as Bitwarden sends it: RFC 3339 text with 0 to 7 fractional digits and `Z` or a
+/// `±hh:mm` offset (the Bitwarden server writes 7 digits, Vaultwarden 6, clients 3).
+///
+/// The instant is kept exactly, as 100-nanosecond ticks since 1970-01-01T00:00:00Z, and the
+/// original text is kept so that an unchanged value re-encodes byte for byte. Equality, hashing
+/// and ordering use the instant only: `"2024-01-01T00:00:00Z"` equals
+/// `"2024-01-01T01:00:00.0000000+01:00"`.
+///
+/// ```swift
+/// let revised = try BitwardenDate("2024-05-01T12:30:45.1234567Z")
+/// revised < BitwardenDate(Date())   // true
+/// ```
+public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
+    /// Ticks (100 ns) per second.
+    public static let ticksPerSecond: Int64 = 10_000_000
+
+    /// 100-nanosecond ticks since 1970-01-01T00:00:00Z (negative before).
+    public let ticksSince1970: Int64
+
+    /// The text this value was parsed from, or the canonical 7-digit UTC form if it was made
+    /// from an instant. This is what `encode(to:)` writes.
+    public let text: String
+
+    /// The instant `ticks` 100-ns ticks after 1970-01-01T00:00:00Z, written canonically.
+    public init(ticksSince1970 ticks: Int64) {
+        ticksSince1970 = ticks
+        text = Self.format(ticks: ticks)
+    }
+
+    /// The instant of `date`, rounded to the nearest 100 ns.
+    public init(_ date: Date) {
+        self.init(ticksSince1970: Int64((date.timeIntervalSince1970 * Double(Self.ticksPerSecond)).rounded()))
+    }
+
+    /// Parses RFC 3339 text such as `2024-05-01T12:30:45.1234567Z` or
+    /// `2024-05-01T14:30:45.123+02:00`.
+    ///
+    /// - Throws: ``VaultModelError/malformedDate(_:reason:)`` naming what is wrong.
+    public init(_ text: String) throws {
+        var copy = text
+        ticksSince1970 = try copy.withUTF8 { try Self.parse($0, text: text) }
+        self.text = text
+    }
+
+    /// The instant as a Foundation `Date` (sub-microsecond precision may round).
+    public var date: Date {
+        Date(timeIntervalSince1970: Double(ticksSince1970) / Double(Self.ticksPerSecond))
+    }
+
+    /// The canonical form `yyyy-MM-ddTHH:mm:ss.fffffffZ` (UTC, 7 fractional digits).
+    public var canonicalText: String { Self.format(ticks: ticksSince1970) }
+
+    /// The same instant, re-written canonically (drops the original text).
+    public var canonicalized: BitwardenDate { BitwardenDate(ticksSince1970: ticksSince1970) }
+
+    public var description: String { text }
+
+    public static func == (lhs: BitwardenDate, rhs: BitwardenDate) -> Bool {
+        lhs.ticksSince1970 == rhs.ticksSince1970
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ticksSince1970) }
+
+    public static func < (lhs: BitwardenDate, rhs: BitwardenDate) -> Bool {
+        lhs.ticksSince1970 < rhs.ticksSince1970
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let string = try container.decode(String.self)
+        do {
+            try self.init(string)
+        } catch let error as VaultModelError {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.description)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+
+    // MARK: Parsing on UTF-8 bytes (DateFormatter is slow on Linux)
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>, text: String) throws -> Int64 {
+        func fail(_ reason: String) -> VaultModelError { .malformedDate(text, reason: reason) }
+        var index = 0
+        func digits(_ count: Int, _ what: String) throws -> Int64 {
+            var value: Int64 = 0
+            for _ in 0..<count {
+                guard index < bytes.count, let digit = decimal(bytes[index]) else {
+                    throw fail("expected \(count) digits for the \(what) at offset \(index)")
+                }
+                value = value * 10 + digit
+                index += 1
+            }
+            return value
+        }
+        func expect(_ allowed: [UInt8], _ what: String) throws {
+            guard index < bytes.count, allowed.contains(bytes[index]) else {
+                throw fail("expected \(what) at offset \(index)")
+            }
+            index += 1
+        }
+        let year = try digits(4, "year")
+        try expect([UInt8(ascii: "-")], "'-'")
+        let month = try digits(2, "month")
+        try expect([UInt8(ascii: "-")], "'-'")
+        let day = try digits(2, "day")
+        try expect([UInt8(ascii: "T"), UInt8(ascii: "t")], "'T'")
+        let hour = try digits(2, "hour")
+        try expect([UInt8(ascii: ":")], "':'")
+        let minute = try digits(2, "minute")
+        try expect([UInt8(ascii: ":")], "':'")
+        let second = try digits(2, "second")
+
+        var fractionTicks: Int64 = 0
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            var count = 0
+            while index < bytes.count, let digit = decimal(bytes[index]) {
+                count += 1
+                guard count <= 7 else { throw fail("more than 7 fractional digits (finer than 100 ns)") }
+                fractionTicks = fractionTicks * 10 + digit
+                index += 1
+            }
+            guard count > 0 else { throw fail("'.' must be followed by 1 to 7 digits") }
+            for _ in count..<7 { fractionTicks *= 10 }
+        }
+
+        var offsetSeconds: Int64 = 0
+        guard index < bytes.count else { throw fail("missing the time zone ('Z' or ±hh:mm)") }
+        switch bytes[index] {
+        case UInt8(ascii: "Z"), UInt8(ascii: "z"):
+            index += 1
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
+            index += 1
+            let offsetHours = try digits(2, "offset hours")
+            try expect([UInt8(ascii: ":")], "':' in the offset")
+            let offsetMinutes = try digits(2, "offset minutes")
+            guard offsetHours <= 23, offsetMinutes <= 59 else { throw fail("offset out of range") }
+            offsetSeconds = sign * (offsetHours * 3600 + offsetMinutes * 60)
+        default:
+            throw fail("expected 'Z' or ±hh:mm at offset \(index)")
+        }
+        guard index == bytes.count else { throw fail("unexpected text after the time zone") }
+
+        guard (1...12).contains(month) else { throw fail("month \(month) out of range") }
+        guard day >= 1, day <= daysInMonth(year: year, month: month) else {
+            throw fail("day \(day) out of range for \(year)-\(month)")
+        }
+        guard hour <= 23 else { throw fail("hour \(hour) out of range") }
+        guard minute <= 59 else { throw fail("minute \(minute) out of range") }
+        guard second <= 59 else { throw fail("second \(second) out of range (leap seconds are not supported)") }
+
+        let days = daysFromCivil(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        return seconds * ticksPerSecond + fractionTicks
+    }
+
+    private static func decimal(_ byte: UInt8) -> Int64? {
+        byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") ? Int64(byte - UInt8(ascii: "0")) : nil
+    }
+
+    private static func daysInMonth(year: Int64, month: Int64) -> Int64 {
+        switch month {
+        case 2:
+            let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+            return leap ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    private static func civilFromDays(_ days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    private static func format(ticks: Int64) -> String {
+        // Floor division so instants before 1970 still get a non-negative fraction.
+        var seconds = ticks / ticksPerSecond
+        var fraction = ticks % ticksPerSecond
+        if fraction < 0 {
+            fraction += ticksPerSecond
+            seconds -= 1
+        }
+        var days = seconds / 86_400
+        var secondOfDay = seconds % 86_400
+        if secondOfDay < 0 {
+            secondOfDay += 86_400
+            days -= 1
+        }
+        let (year, month, day) = civilFromDays(days)
+        var out = [UInt8]()
+        out.reserveCapacity(28)
+        func append(_ value: Int64, width: Int) {
+            var digits = [UInt8](repeating: UInt8(ascii: "0"), count: width)
+            var rest = value
+            for position in stride(from: width - 1, through: 0, by: -1) {
+                digits[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            }
+            out.append(contentsOf: digits)
+        }
+        append(year, width: 4)
+        out.append(UInt8(ascii: "-"))
+        append(month, width: 2)
+        out.append(UInt8(ascii: "-"))
+        append(day, width: 2)
+        out.append(UInt8(ascii: "T"))
+        append(secondOfDay / 3600, width: 2)
+        out.append(UInt8(ascii: ":"))
+        append(secondOfDay % 3600 / 60, width: 2)
+        out.append(UInt8(ascii: ":"))
+        append(secondOfDay % 60, width: 2)
+        out.append(UInt8(ascii: "."))
+        append(fraction, width: 7)
+        out.append(UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,1 +1,0 @@
-// Module VaultModel: see Docs/Architecture.md.
