@@ -74,16 +74,47 @@ struct JSONValueTests {
         #expect(String(decoding: try JSONEncoder().encode(value), as: UTF8.self) == "[\(text)]")
     }
 
-    @Test func objectEquality_ignoresKeyOrderButEncodingKeepsIt() throws {
+    @Test func objectEquality_ignoresKeyOrderButSerializationKeepsIt() throws {
         let ab: JSONObject = ["a": .integer(1), "b": .string("x")]
         let ba: JSONObject = ["b": .string("x"), "a": .integer(1)]
         #expect(ab == ba)
         #expect(ba.keys == ["b", "a"])
-        #expect(String(decoding: try JSONEncoder().encode(ba), as: UTF8.self) == #"{"b":"x","a":1}"#)
+        #expect(String(decoding: try JSONValue.object(ba).serializedJSON(), as: UTF8.self) == #"{"b":"x","a":1}"#)
     }
 
     @Test func scalarKinds_decodeToTheirCases() throws {
         let value = try decodeJSON(JSONValue.self, Data(#"[null,true,false,0,1.5,"s",[],{}]"#.utf8))
         #expect(value == .array([.null, .bool(true), .bool(false), .integer(0), .double(1.5), .string("s"), .array([]), .object([:])]))
+    }
+}
+
+@Suite("JSONValue text")
+struct JSONValueTextTests {
+    @Test func parsedObject_keepsSourceKeyOrderAndReserializesIdentically() throws {
+        let text = #"{"zeta":1,"alpha":[2.5,-3,true,null],"mid":{"y":"\u00e9\n\"q\"","x":{}},"beta":9007199254740993}"#
+        let value = try JSONValue(parsing: Data(text.utf8))
+        #expect(value.objectValue?.keys == ["zeta", "alpha", "mid", "beta"])
+        #expect(value.objectValue?["mid"]?.objectValue?["y"] == .string("é\n\"q\""))
+        #expect(String(decoding: try value.serializedJSON(), as: UTF8.self) == text.replacingOccurrences(of: "\\u00e9", with: "é"))
+    }
+
+    @Test func parsedAndFoundationDecodedValues_areEqual() throws {
+        let data = try Fixtures.data("cipher_login")
+        #expect(try JSONValue(parsing: data) == decodeJSON(JSONValue.self, data))
+    }
+
+    @Test func codableDecoding_sortsKeysDeterministically() throws {
+        let value = try decodeJSON(JSONValue.self, Data(#"{"zeta":1,"alpha":2,"mid":3}"#.utf8))
+        #expect(value.objectValue?.keys == ["alpha", "mid", "zeta"])
+    }
+
+    @Test(arguments: ["", "{", "[1,]", #"{"a" 1}"#, "01", "1.", "tru", #""\x""#, #""\ud800""#, "[1] 2", "\"a\nb\""])
+    func malformedText_throwsParseError(text: String) {
+        #expect(throws: JSONParseError.self) { try JSONValue(parsing: Data(text.utf8)) }
+    }
+
+    @Test func deepNesting_isRefused() {
+        let text = String(repeating: "[", count: 600) + String(repeating: "]", count: 600)
+        #expect(throws: JSONParseError.self) { try JSONValue(parsing: Data(text.utf8)) }
     }
 }

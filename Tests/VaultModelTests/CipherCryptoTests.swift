@@ -118,3 +118,24 @@ struct CipherCryptoTests {
         }
     }
 }
+
+@Suite("Cipher keys")
+struct CipherKeyTests {
+    @Test func generatingACipherKey_movesOpaqueEncStringsFromUserKeyToCipherKey() throws {
+        let cipher = try Fixtures.cipher("cipher_unknown_type")
+        #expect(cipher.key == nil)
+        let upgraded = try cipher.decrypt(userKey: Fixtures.userKey)
+            .encrypt(userKey: Fixtures.userKey, random: SeededRandomSource(seed: 11), generateCipherKey: true)
+        let cipherKey = try Fixtures.userKey.unwrap(#require(upgraded.key))
+        let registration = try #require(upgraded.extra["futureThing"]?.objectValue?["registration"]?.stringValue)
+        #expect(try EncString(registration).decryptString(key: cipherKey) == "HC-4711")
+        #expect(upgraded.extra["futureThing"]?.objectValue?["eels"] == .integer(3))
+        #expect(try upgraded.decrypt(userKey: Fixtures.userKey).name == "Hovercraft registration")
+    }
+
+    @Test func generateCipherKey_keepsAnExistingCipherKey() throws {
+        let view = try Fixtures.cipher("cipher_login").decrypt(userKey: Fixtures.userKey)
+        let cipher = try view.encrypt(userKey: Fixtures.userKey, generateCipherKey: true)
+        #expect(try Fixtures.userKey.unwrap(#require(cipher.key)) == Fixtures.cipherKey)
+    }
+}
