@@ -139,3 +139,31 @@ struct CipherKeyTests {
         #expect(try Fixtures.userKey.unwrap(#require(cipher.key)) == Fixtures.cipherKey)
     }
 }
+
+@Suite("Login URI checksums")
+struct URIChecksumTests {
+    /// A stand-in digest: the test checks the plumbing (which bytes are hashed, how the result
+    /// is encoded), not SHA-256 itself, which the caller injects.
+    static let reversedBytes: @Sendable ([UInt8]) -> [UInt8] = { Array($0.reversed()) }
+
+    @Test func fixtureChecksum_isBase64OfSHA256OfTheURI() throws {
+        // Value computed with Python hashlib in make_fixtures.py.
+        let uri = try #require(try Fixtures.cipher("cipher_login").decrypt(userKey: Fixtures.userKey).login?.uris?.first)
+        #expect(uri.uriChecksum == "VynInQLQ4w5XzgDN9EE3OZFr2t4to7pLlB7kFRGwTys=")
+    }
+
+    @Test func editedURIWithoutHashFunction_throwsStaleChecksumInsteadOfUploading() throws {
+        var view = try Fixtures.cipher("cipher_login").decrypt(userKey: Fixtures.userKey)
+        view.login?.uris?[0].uri = "https://new.example.com"
+        let error = try #require(throws: VaultModelError.self) { try view.encrypt(userKey: Fixtures.userKey) }
+        #expect(error == .staleURIChecksum(cipherID: view.id, field: "login.uris[0]"))
+    }
+
+    @Test func hashFunction_regeneratesChecksumOfTheEditedURI() throws {
+        var view = try Fixtures.cipher("cipher_login").decrypt(userKey: Fixtures.userKey)
+        view.login?.uris?[0].uri = "https://new.example.com"
+        let cipher = try view.encrypt(userKey: Fixtures.userKey, sha256: Self.reversedBytes)
+        let checksum = try cipher.decrypt(userKey: Fixtures.userKey).login?.uris?.first?.uriChecksum
+        #expect(checksum == Base64.encode(Array("https://new.example.com".utf8.reversed())))
+    }
+}
