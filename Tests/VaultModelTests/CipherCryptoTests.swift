@@ -167,3 +167,24 @@ struct URIChecksumTests {
         #expect(checksum == Base64.encode(Array("https://new.example.com".utf8.reversed())))
     }
 }
+
+@Suite("Redaction")
+struct RedactionTests {
+    static let secrets = ["s3cret!", "JBSWY3DP", "MIGHAgEAMBMGByqGSM49AgEG", "4111111111111111", "078-05-1120",
+                          "b3BlbnNzaA==", "12345678", "D123", "P987", "1234", "prior-pw-9"]
+
+    @Test(arguments: Samples.all)
+    func everyItemType_descriptionAndDumpHideSecrets(view: CipherView) {
+        var dumped = ""
+        dump(view, to: &dumped)
+        var texts = [String(describing: view), String(reflecting: view), dumped]
+        texts += [view.login.map { "\($0)" }, view.card.map { "\($0)" }, view.identity.map { "\($0)" },
+                  view.sshKey.map { "\($0)" }, view.bankAccount.map { "\($0)" }, view.driversLicense.map { "\($0)" },
+                  view.passport.map { "\($0)" }, view.login?.fido2Credentials.map { "\($0)" }].compactMap { $0 }
+        for text in texts {
+            for secret in Self.secrets {
+                #expect(!text.contains(secret), "leaked \(secret) in \(text)")
+            }
+        }
+    }
+}

@@ -55,7 +55,7 @@ enum Samples {
     }
 
     static var history: [PasswordHistoryView] {
-        [PasswordHistoryView(password: "older", lastUsedDate: date)]
+        [PasswordHistoryView(password: "prior-pw-9", lastUsedDate: date)]
     }
 
     static var all: [CipherView] {
