@@ -137,10 +137,12 @@ extension Cipher {
                 totp: try d.string(login.totp, "login.totp"),
                 uris: try login.uris.map { uris in
                     try uris.enumerated().map { index, uri in
-                        LoginUriView(
+                        var view = LoginUriView(
                             uri: try d.string(uri.uri, "login.uris[\(index)].uri"),
                             uriChecksum: try d.string(uri.uriChecksum, "login.uris[\(index)].uriChecksum"),
                             match: uri.match, extra: uri.extra)
+                        view.decrypted = Remembered((view.uri, view.uriChecksum))
+                        return view
                     }
                 },
                 fido2Credentials: try login.fido2Credentials.map { credentials in
@@ -219,8 +221,15 @@ extension CipherView {
     /// With `generateCipherKey`, an item without a per-cipher key gets a new one first, as
     /// current Bitwarden clients do. Plain metadata and unknown fields are carried unchanged;
     /// EncStrings inside unknown fields are re-encrypted if the field key changed.
+    ///
+    /// Login URI checksums: with `sha256`, every `uriChecksum` is regenerated as
+    /// base64(SHA-256(uri)), as the Bitwarden SDK does before encrypting. Without it, checksums
+    /// are kept as they are, and a URI edited since decryption whose checksum was not updated
+    /// throws ``VaultModelError/staleURIChecksum(cipherID:field:)`` rather than upload a URI
+    /// other Bitwarden clients would silently drop.
     public func encrypt(
-        userKey: SymmetricCryptoKey, random: any RandomSource = SystemRandomSource(), generateCipherKey: Bool = false
+        userKey: SymmetricCryptoKey, random: any RandomSource = SystemRandomSource(), generateCipherKey: Bool = false,
+        sha256: (@Sendable ([UInt8]) -> [UInt8])? = nil
     ) throws -> Cipher {
         let source = (generateCipherKey && cipherKey == nil) ? withNewCipherKey(random: random) : self
         let fieldKey = source.cipherKey ?? userKey
@@ -236,7 +245,16 @@ extension CipherView {
         cipher.key = wrapping.wrapKey(source.cipherKey, original: source.provenance.wrappedKey)
         cipher.name = e.string(source.name)
         cipher.notes = e.string(source.notes)
-        if let login = source.login {
+        if var login = source.login {
+            for index in login.uris?.indices ?? [].indices {
+                let uri = login.uris![index]
+                if let sha256 {
+                    login.uris![index].uriChecksum = uri.uri.map { Base64.encode(sha256(Array($0.utf8))) }
+                } else if let decrypted = uri.decrypted.value, uri.uri != decrypted.uri,
+                          uri.uriChecksum != nil, uri.uriChecksum == decrypted.checksum {
+                    throw VaultModelError.staleURIChecksum(cipherID: source.id, field: "login.uris[\(index)]")
+                }
+            }
             cipher.login = CipherLogin(
                 username: e.string(login.username),
                 password: e.string(login.password),

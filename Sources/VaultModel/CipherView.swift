@@ -170,12 +170,17 @@ public struct LoginView: Sendable, Equatable {
 public struct LoginUriView: Sendable, Equatable {
     /// The URI.
     public var uri: String?
-    /// Base64 SHA-256 of the URI as stored; carried as received.
+    /// Base64 SHA-256 of the URI. Bitwarden clients drop a URI whose checksum does not match
+    /// (for items with a per-cipher key), so pass `sha256:` to
+    /// ``CipherView/encrypt(userKey:random:generateCipherKey:sha256:)`` to regenerate it.
     public var uriChecksum: String?
     /// How the URI is matched.
     public var match: UriMatchType?
     /// Fields this version does not know, as received.
     public var extra: [String: JSONValue]
+    /// The URI and checksum as decrypted, to catch a checksum left stale by an edit. Not part
+    /// of equality.
+    var decrypted = Remembered<(uri: String?, checksum: String?)>(nil)
 
     /// Creates a login URI.
     public init(uri: String?, uriChecksum: String? = nil, match: UriMatchType? = nil, extra: [String: JSONValue] = [:]) {
@@ -422,4 +427,11 @@ public struct AttachmentView: Sendable, Equatable {
         self.sizeName = sizeName
         self.extra = extra
     }
+}
+
+/// A value carried alongside a view for bookkeeping that never affects equality.
+struct Remembered<Value: Sendable>: Sendable, Equatable {
+    var value: Value?
+    init(_ value: Value?) { self.value = value }
+    static func == (lhs: Remembered, rhs: Remembered) -> Bool { true }
 }

@@ -3,7 +3,10 @@ import Foundation
 /// Any JSON value, used to carry fields this version of VaultLog does not know (a newer
 /// server's additions) through decode → encode unchanged.
 ///
-/// Integers stay exact (`Int64`), objects keep their keys in the order they were decoded.
+/// Integers stay exact (`Int64`). Objects keep their keys in order when read with
+/// ``init(parsing:)`` and written with ``serializedJSON()``. Foundation's `JSONDecoder` does not
+/// report key order, so through `Codable` keys come back sorted (stable, not source order),
+/// and `JSONEncoder` writes objects in its own order (use `.sortedKeys` for stable output).
 ///
 /// ```swift
 /// let value = try JSONDecoder().decode(JSONValue.self, from: Data(#"{"b":1,"a":[true,null]}"#.utf8))
@@ -146,8 +149,10 @@ public struct JSONObject: Hashable, Sendable, Codable, Sequence, ExpressibleByDi
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool { lhs.storage == rhs.storage }
     public func hash(into hasher: inout Hasher) { hasher.combine(storage) }
 
+    /// Decoding through `Codable`: `JSONDecoder` gives no source order, so keys are sorted to
+    /// be at least deterministic.
     init(from container: KeyedDecodingContainer<AnyCodingKey>) throws {
-        for key in container.allKeys {
+        for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
             self[key.stringValue] = try container.decode(JSONValue.self, forKey: key)
         }
     }

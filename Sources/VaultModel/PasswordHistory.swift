@@ -19,7 +19,10 @@ extension CipherView {
     ///   or that is gone adds `"<name>: <old value>"` (only when this item has a fields list,
     ///   as in the SDK);
     /// - newest first: hidden-field entries (last field first), then the password entry, then
-    ///   `original`'s history, capped at ``maxPasswordHistoryEntries``.
+    ///   `original`'s history, capped at ``maxPasswordHistoryEntries``. The history is always
+    ///   set, `[]` when empty (the SDK's `Some(vec![])`; the TS client would send null).
+    ///
+    /// Only `passwordHistory` and `login.passwordRevisionDate` of the result differ from `self`.
     ///
     /// Pure: `now` is passed in, nothing else is read.
     public func applyingPasswordHistory(original: CipherView, now: BitwardenDate) -> CipherView {

@@ -8,6 +8,9 @@ public enum VaultModelError: Error, Equatable, Sendable, CustomStringConvertible
     /// One field of a cipher failed to decrypt. `field` is a path such as `login.password`
     /// or `fields[2].value`.
     case fieldDecryptionFailed(cipherID: String?, field: String, underlying: VaultCryptoError)
+    /// A login URI was edited but its checksum still matches the old URI; Bitwarden clients
+    /// would drop the URI. Encrypt with a `sha256` function so checksums are regenerated.
+    case staleURIChecksum(cipherID: String?, field: String)
 
     public var description: String {
         switch self {
@@ -22,6 +25,9 @@ public enum VaultModelError: Error, Equatable, Sendable, CustomStringConvertible
                 detail = underlying.description
             }
             return "cipher \(cipherID ?? "<new>"): \(field): \(detail)"
+        case .staleURIChecksum(let cipherID, let field):
+            return "cipher \(cipherID ?? "<new>"): \(field): the URI changed but its checksum did not; "
+                + "pass sha256: to encrypt(userKey:) so checksums are regenerated, or Bitwarden clients will drop the URI"
         }
     }
 }

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import VaultModel
+
+@Suite("BitwardenDate")
+struct BitwardenDateTests {
+    // Expected ticks computed independently with Python's datetime (see commit message).
+    @Test(arguments: [
+        ("1970-01-01T00:00:00Z", Int64(0)),
+        ("2024-03-01T10:20:30.1234567Z", 17_092_884_301_234_567),
+        ("2024-03-01T10:20:30.123456Z", 17_092_884_301_234_560),
+        ("2024-03-01T10:20:30.123Z", 17_092_884_301_230_000),
+        ("2024-03-01T10:20:30.1Z", 17_092_884_301_000_000),
+        ("2024-02-29T23:59:59+05:30", 17_092_313_990_000_000),
+        ("1969-12-31T23:59:59.9999999Z", -1),
+        ("2025-06-30T23:59:59.999999+02:00", 17_513_207_999_999_990),
+        ("0001-01-01T00:00:00Z", -621_355_968_000_000_000),
+        ("9999-12-31T23:59:59.9999999Z", 2_534_023_007_999_999_999),
+    ])
+    func parse_fractionalDigitsAndOffsets_giveExactInstant(text: String, ticks: Int64) throws {
+        let date = try BitwardenDate(text)
+        #expect(date.ticksSince1970 == ticks)
+        #expect(date.text == text)
+    }
+
+    @Test(arguments: [
+        "2024-01-01T00:00:00Z", "2024-01-01T00:00:00.0000000Z", "2024-01-01T01:00:00.000+01:00",
+        "2023-12-31T19:00:00.000000-05:00", "2024-01-01t00:00:00z",
+    ])
+    func equalInstantsWrittenDifferently_compareEqual(text: String) throws {
+        let reference = try BitwardenDate("2024-01-01T00:00:00Z")
+        let other = try BitwardenDate(text)
+        #expect(other == reference)
+        #expect(other.hashValue == reference.hashValue)
+    }
+
+    @Test func ordering_followsInstantsNotStrings() throws {
+        // As strings these sort the other way round.
+        let early = try BitwardenDate("2024-01-01T10:00:00+05:00")   // 05:00Z
+        let late = try BitwardenDate("2024-01-01T06:00:00Z")
+        #expect(early < late)
+        let texts = ["2024-01-01T00:00:00.5Z", "2024-01-01T00:00:00.0000001Z", "2024-01-01T00:00:00.05Z", "2023-12-31T23:59:59.9999999Z"]
+        let sorted = try texts.map(BitwardenDate.init).sorted().map(\.text)
+        #expect(sorted == ["2023-12-31T23:59:59.9999999Z", "2024-01-01T00:00:00.0000001Z", "2024-01-01T00:00:00.05Z", "2024-01-01T00:00:00.5Z"])
+    }
+
+    @Test(arguments: [
+        "", "2024-01-01", "2024-01-01T00:00:00", "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z",
+        "2024-01-01T24:00:00Z", "2024-01-01T00:60:00Z", "2024-01-01T00:00:00.Z", "2024-01-01T00:00:00.12345678Z",
+        "2024-01-01T00:00:00+0100", "2024-01-01 00:00:00Z", "2024-01-01T00:00:00Zjunk", "24-01-01T00:00:00Z",
+        "2024-01-01T00:00:00+24:00",
+    ])
+    func malformedText_throwsMalformedDate(text: String) {
+        #expect {
+            try BitwardenDate(text)
+        } throws: { error in
+            guard case .malformedDate(let got, _) = error as? VaultModelError else { return false }
+            return got == text
+        }
+    }
+
+    @Test func malformedDateInJSON_failsDecodingWithReason() {
+        let json = Data(#"["2024-02-30T00:00:00Z"]"#.utf8)
+        #expect {
+            try JSONDecoder().decode([BitwardenDate].self, from: json)
+        } throws: { error in
+            String(describing: error).contains("day 30 out of range")
+        }
+    }
+
+    @Test(arguments: ["2024-03-01T10:20:30.123+01:00", "2024-03-01T10:20:30Z", "2024-03-01T10:20:30.1234567Z"])
+    func unchangedDate_reencodesByteIdentically(text: String) throws {
+        let json = Data("[\"\(text)\"]".utf8)
+        let decoded = try JSONDecoder().decode([BitwardenDate].self, from: json)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        #expect(try encoder.encode(decoded) == json)
+    }
+
+    @Test(arguments: [
+        (Int64(0), "1970-01-01T00:00:00.0000000Z"),
+        (17_092_884_301_234_567, "2024-03-01T10:20:30.1234567Z"),
+        (-1, "1969-12-31T23:59:59.9999999Z"),
+        (2_534_023_007_999_999_999, "9999-12-31T23:59:59.9999999Z"),
+    ])
+    func instant_formatsWithSevenFractionalDigitsUTC(ticks: Int64, text: String) throws {
+        let date = BitwardenDate(ticksSince1970: ticks)
+        #expect(date.text == text)
+        #expect(try BitwardenDate(date.canonicalText).ticksSince1970 == ticks)
+    }
+
+    @Test func foundationDate_roundTripsToTheTick() throws {
+        let date = Date(timeIntervalSince1970: 1_709_288_430.25)
+        let bitwarden = BitwardenDate(date)
+        #expect(bitwarden.ticksSince1970 == 17_092_884_302_500_000)
+        #expect(bitwarden.text == "2024-03-01T10:20:30.2500000Z")
+        #expect(bitwarden.date == date)
+    }
+}
