@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
         .library(name: "VaultModel", targets: ["VaultModel"]),
         .library(name: "EventLog", targets: ["EventLog"]),
+        .library(name: "OfflineSync", targets: ["OfflineSync"]),
         .library(name: "BitwardenAPI", targets: ["BitwardenAPI"]),
         .library(name: "BitwardenEmulator", targets: ["BitwardenEmulator"]),
         .executable(name: "vaultlog", targets: ["vaultlog"]),
@@ -45,6 +46,12 @@ let package = Package(
             dependencies: ["LMDB", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
         ),
 
+        // The domain: events, projector, local vault store, repository, resolver, sync.
+        .target(
+            name: "OfflineSync",
+            dependencies: ["EventLog", "VaultModel", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
+        ),
+
         // HTTP: the Bitwarden API client and the Bitwarden-compatible emulator.
         .target(
             name: "BitwardenAPI",
@@ -70,8 +77,9 @@ let package = Package(
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
-        .testTarget(name: "VaultModelTests", dependencies: ["VaultModel"], resources: [.copy("Resources")]),
+        .testTarget(name: "VaultModelTests", dependencies: ["VaultModel", "VaultCrypto"], resources: [.copy("Resources")]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "VaultModel"]),
+        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "VaultModel", "VaultCrypto"]),
         .testTarget(
             name: "BitwardenEmulatorTests",
             dependencies: ["BitwardenEmulator", "BitwardenAPI", "VaultCrypto", "VaultModel"]

@@ -1,0 +1,76 @@
+import Foundation
+import VaultModel
+
+/// How a server-side failure is classified. The repository's denylist and the resolver decide
+/// on this alone.
+public enum ServerErrorKind: Sendable, Equatable {
+    /// The server received the request and rejected it (error model, HTTP 4xx, client-side
+    /// validation). Never a reason to save offline.
+    case rejected
+    /// The item does not exist on the server (404, Vaultwarden's 400 "Cipher doesn't exist").
+    case notFound
+    /// The server copy changed since `lastKnownRevisionDate` (400 "out of date").
+    case staleRevision
+    /// The session is gone; the user must log in again.
+    case loginRequired
+    /// The server could not be reached or failed (5xx, transport, timeout, malformed reply).
+    case unavailable
+}
+
+/// An error that knows its ``ServerErrorKind``. Errors that do not conform are treated as
+/// ``ServerErrorKind/unavailable`` (the seeds' denylist: everything unknown means offline).
+public protocol ClassifiedServerError: Error {
+    var serverErrorKind: ServerErrorKind { get }
+}
+
+extension Error {
+    /// The classification of any error (unknown errors count as unavailable).
+    public var serverErrorKind: ServerErrorKind {
+        (self as? any ClassifiedServerError)?.serverErrorKind ?? .unavailable
+    }
+}
+
+/// A simple classified error, for servers and fakes that have nothing richer.
+public struct ServerFailure: ClassifiedServerError, Equatable, CustomStringConvertible {
+    public let serverErrorKind: ServerErrorKind
+    public let message: String
+
+    public init(_ kind: ServerErrorKind, _ message: String) {
+        self.serverErrorKind = kind
+        self.message = message
+    }
+
+    public var description: String { "server \(serverErrorKind): \(message)" }
+}
+
+/// The result of a full sync (`GET /api/sync`), what the local store needs.
+public struct SyncSnapshot: Sendable {
+    /// Every item of the user, encrypted.
+    public var ciphers: [Cipher]
+    /// Folder ids (backups keep their folder).
+    public var folderIds: [String]
+
+    public init(ciphers: [Cipher], folderIds: [String] = []) {
+        self.ciphers = ciphers
+        self.folderIds = folderIds
+    }
+}
+
+/// The server port: the cipher API the repository, the resolver and sync need. The HTTP
+/// implementation is `BitwardenClient` (module BitwardenAPI); tests may script their own.
+public protocol CipherServer: Sendable {
+    /// `GET /api/ciphers/{id}`.
+    func getCipher(id: String) async throws -> Cipher
+    /// `POST /api/ciphers`; the server assigns the id.
+    func createCipher(_ cipher: Cipher) async throws -> Cipher
+    /// `PUT /api/ciphers/{id}` with `lastKnownRevisionDate`.
+    func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher
+    /// `PUT /api/ciphers/{id}/delete` (to the trash).
+    func softDeleteCipher(id: String) async throws
+    /// `DELETE /api/ciphers/{id}` (permanent).
+    func deleteCipher(id: String) async throws
+    /// `PUT /api/ciphers/{id}/restore`.
+    func restoreCipher(id: String) async throws -> Cipher
+    /// `GET /api/sync`.
+    func sync() async throws -> SyncSnapshot
+}

@@ -1,0 +1,30 @@
+import Foundation
+
+/// Errors of the offline-sync domain, each saying what to do.
+public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The operation needs the user's keys and the vault is locked.
+    case vaultLocked(userId: String)
+    /// A stored event could not be decoded.
+    case corruptEvent(sequence: UInt64, reason: String)
+    /// The item has no id where one is required.
+    case missingCipherId
+    /// A stored local item could not be decoded.
+    case corruptLocalCipher(cipherId: String, reason: String)
+    /// A projection checkpoint could not be decoded.
+    case corruptCheckpoint(String)
+
+    public var description: String {
+        switch self {
+        case .vaultLocked(let userId):
+            return "the vault of user \(userId) is locked: unlock it (master password or user key) and try again"
+        case .corruptEvent(let sequence, let reason):
+            return "event \(sequence) is corrupt (\(reason)); run 'vaultlog verify' for a full report"
+        case .missingCipherId:
+            return "the item has no id; save it first"
+        case .corruptLocalCipher(let cipherId, let reason):
+            return "local copy of item \(cipherId) is corrupt (\(reason)); a full sync will replace it"
+        case .corruptCheckpoint(let reason):
+            return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import EventLog
+import VaultModel
+
+/// What the server must be told about an item (the seeds' `PendingCipherChangeType`).
+public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
+    case create, update, softDelete, hardDelete
+
+    /// The pending type after `operation` is applied to `existing` (nil = nothing pending).
+    /// This is the type-merge table of `Docs/Projection.md`; it needs only event types, so it
+    /// also runs on headers while the vault is locked.
+    public static func merge(_ existing: PendingChangeType?, _ operation: VaultEventType) -> Merge {
+        switch (existing, operation) {
+        case (nil, .created): return .pending(.create)
+        case (nil, .updated): return .pending(.update)
+        case (nil, .softDeleted): return .pending(.softDelete)
+        case (nil, .hardDeleted): return .pending(.hardDelete)
+        // Never reached the server: edits stay a create, a delete leaves nothing.
+        case (.create, .created), (.create, .updated): return .pending(.create)
+        case (.create, .softDeleted), (.create, .hardDeleted): return .discard
+        case (.update, .created), (.update, .updated): return .pending(.update)
+        case (.update, .softDeleted): return .pending(.softDelete)
+        // A trashed item edited again is still trashed (its snapshot keeps deletedDate).
+        case (.softDelete, .created), (.softDelete, .updated), (.softDelete, .softDeleted): return .pending(.softDelete)
+        // A permanent delete wins over everything before it, and nothing edits a deleted item.
+        case (_, .hardDeleted), (.hardDelete, _): return .pending(.hardDelete)
+        default: return existing.map { .pending($0) } ?? .discard
+        }
+    }
+
+    /// Result of ``merge(_:_:)``.
+    public enum Merge: Equatable, Sendable {
+        /// Pending with this type.
+        case pending(PendingChangeType)
+        /// Nothing pending any more (a create deleted before it reached the server).
+        case discard
+    }
+}
+
+/// A step the resolver completed for an item, kept so a retry never repeats it.
+public struct ResolutionStep: Codable, Sendable, Equatable {
+    public var type: VaultEventType
+    public var sequence: UInt64
+    public var outcome: OutcomeBody
+}
+
+/// The pending state of one item: the fold of its events since it was last resolved.
+public struct PendingChange: Codable, Sendable, Equatable {
+    /// The item (temporary id for creates until mapped).
+    public var cipherId: String
+    /// What the server must be told.
+    public var changeType: PendingChangeType
+    /// Server revision the first offline edit was based on (nil for creates): the baseline
+    /// for conflict detection.
+    public var originalRevisionDate: BitwardenDate?
+    /// How many offline edits changed the login password.
+    public var offlinePasswordChangeCount: Int
+    /// When the first and the latest offline edit were made.
+    public var createdAt: BitwardenDate
+    public var updatedAt: BitwardenDate
+    /// The latest encrypted snapshot (what would be sent).
+    public var latest: Cipher
+    /// Sequences of every operation event since the last resolution: every intermediate
+    /// version is reachable by reading these events.
+    public var versionSequences: [UInt64]
+    /// Sequences of the operations that changed the password.
+    public var passwordChangeSequences: [UInt64]
+    /// Failed resolution attempts since the last success, the last error and the next retry.
+    public var attempts: Int = 0
+    public var lastError: String?
+    public var nextRetryAt: BitwardenDate?
+    /// Too many failures: excluded from automatic retries, still pending, retried on request.
+    public var isDeadLetter: Bool = false
+    /// Resolver steps completed since the last operation.
+    public var steps: [ResolutionStep] = []
+}
+
+/// The projection of one user's log: every pending item, the id map, and the last sequence
+/// folded. `fold(all) == fold(checkpoint) + fold(tail)` (property-tested).
+public struct Projection: Codable, Sendable, Equatable {
+    public var userId: String
+    /// The last sequence folded into this projection.
+    public var lastSequence: UInt64 = 0
+    /// Pending items by cipher id.
+    public var pending: [String: PendingChange] = [:]
+    /// Temporary id → server id, for creates that reached the server.
+    public var idMap: [String: String] = [:]
+    /// The last sync abort (count and reasons), cleared by a completed sync.
+    public var lastSyncAbort: OutcomeBody?
+
+    public init(userId: String) { self.userId = userId }
+
+    /// Number of pending items (dead letters included).
+    public var pendingCount: Int { pending.count }
+
+    /// Folds one event. Events must come in sequence order and belong to ``userId``.
+    public mutating func apply(_ event: VaultEvent) {
+        precondition(event.sequence > lastSequence, "events fold in sequence order")
+        lastSequence = event.sequence
+        let id = event.cipherId
+        switch event.body {
+        case .operation(let op):
+            switch PendingChangeType.merge(pending[id]?.changeType, event.type) {
+            case .discard:
+                pending[id] = nil
+            case .pending(let type):
+                if var change = pending[id] {
+                    change.changeType = type
+                    change.latest = op.cipher
+                    change.updatedAt = op.at
+                    change.versionSequences.append(event.sequence)
+                    if op.passwordChanged {
+                        change.offlinePasswordChangeCount += 1
+                        change.passwordChangeSequences.append(event.sequence)
+                    }
+                    pending[id] = change
+                } else {
+                    pending[id] = PendingChange(
+                        cipherId: id, changeType: type,
+                        originalRevisionDate: type == .create ? nil : op.baseRevisionDate,
+                        offlinePasswordChangeCount: op.passwordChanged ? 1 : 0,
+                        createdAt: op.at, updatedAt: op.at, latest: op.cipher,
+                        versionSequences: [event.sequence],
+                        passwordChangeSequences: op.passwordChanged ? [event.sequence] : [])
+                }
+            }
+        case .outcome(let outcome):
+            switch event.type {
+            case .resolved, .clearedAfterOnlineSuccess:
+                pending[id] = nil
+            case .resolutionFailed:
+                guard var change = pending[id] else { break }
+                change.attempts = outcome.attempt ?? change.attempts + 1
+                change.lastError = outcome.reason
+                change.nextRetryAt = outcome.nextRetryAt
+                change.isDeadLetter = outcome.deadLetter ?? false
+                pending[id] = change
+            case .retryRequested:
+                guard var change = pending[id] else { break }
+                change.isDeadLetter = false
+                change.attempts = 0
+                change.nextRetryAt = nil
+                pending[id] = change
+            case .idMapped:
+                if let serverId = outcome.serverId { idMap[id] = serverId }
+                fallthrough
+            case .pushed, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp:
+                pending[id]?.steps.append(ResolutionStep(type: event.type, sequence: event.sequence, outcome: outcome))
+            case .syncAborted:
+                lastSyncAbort = outcome
+            case .syncApplied:
+                lastSyncAbort = nil
+            case .created, .updated, .softDeleted, .hardDeleted:
+                break
+            }
+        }
+    }
+
+    /// Folds events in order.
+    public mutating func apply(_ events: some Sequence<VaultEvent>) {
+        for event in events { apply(event) }
+    }
+
+    /// The fold of `events` from empty.
+    public static func fold(userId: String, _ events: some Sequence<VaultEvent>) -> Projection {
+        var projection = Projection(userId: userId)
+        projection.apply(events)
+        return projection
+    }
+}
+
+/// The part of the projection computable from headers alone (while the vault is locked):
+/// which items are pending and with what change type.
+public struct HeaderProjection: Sendable, Equatable {
+    public var lastSequence: UInt64 = 0
+    /// Pending change type by cipher id.
+    public var pending: [String: PendingChangeType] = [:]
+
+    public init() {}
+
+    /// Folds one header.
+    public mutating func apply(_ header: EventHeader) {
+        lastSequence = header.sequence
+        guard let type = VaultEventType(rawValue: header.eventType), !header.cipherId.isEmpty else { return }
+        if type.isOperation {
+            switch PendingChangeType.merge(pending[header.cipherId], type) {
+            case .discard: pending[header.cipherId] = nil
+            case .pending(let merged): pending[header.cipherId] = merged
+            }
+        } else if type == .resolved || type == .clearedAfterOnlineSuccess {
+            pending[header.cipherId] = nil
+        }
+    }
+
+    public var count: Int { pending.count }
+}

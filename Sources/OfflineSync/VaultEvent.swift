@@ -1,0 +1,215 @@
+import EventLog
+import Foundation
+import VaultModel
+
+/// The event types VaultLog writes (the `eventType` of an envelope header). Codes are part of
+/// the stored format: never renumber, only add.
+public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    // Operations, appended by `VaultRepository` when an edit is saved offline.
+    /// A new item (temporary id until the server assigns one).
+    case created = 1
+    /// An edit of an existing item.
+    case updated = 2
+    /// Moved to the trash (`deletedDate` set).
+    case softDeleted = 3
+    /// Permanently deleted; the local copy is removed.
+    case hardDeleted = 4
+
+    // Outcomes, appended by the resolver, the repository and sync.
+    /// The local version is on the server (create or update); body has the server id and revision.
+    case pushed = 100
+    /// A temporary id was mapped to the server's id.
+    case idMapped = 101
+    /// A backup copy of the losing side was created on the server.
+    case backupCreated = 102
+    /// The server's copy won; it replaced the local copy.
+    case serverCopyKept = 103
+    /// The server no longer had the item (404); the local version was created again.
+    case recreated = 104
+    /// A soft or permanent delete was applied on the server.
+    case deleteApplied = 105
+    /// The server's copy changed since the delete; the delete was dropped and the server copy restored locally.
+    case deleteDropped = 106
+    /// The server no longer had the deleted item (404); cleaned up locally.
+    case cleanedUp = 107
+    /// A resolution attempt failed; body has the error, attempt number and next retry time.
+    case resolutionFailed = 108
+    /// Everything pending for this item is done.
+    case resolved = 109
+    /// An online operation succeeded, so any pending state of the item is obsolete.
+    case clearedAfterOnlineSuccess = 110
+    /// A dead-lettered item was put back into automatic retries on request.
+    case retryRequested = 111
+    /// A sync was aborted because changes are still pending (user-level; body has count and reasons).
+    case syncAborted = 200
+    /// A full sync replaced the local store (user-level).
+    case syncApplied = 201
+
+    /// True for the four offline operations.
+    public var isOperation: Bool { rawValue < 100 }
+
+    public var description: String {
+        switch self {
+        case .created: "created"
+        case .updated: "updated"
+        case .softDeleted: "softDeleted"
+        case .hardDeleted: "hardDeleted"
+        case .pushed: "pushed"
+        case .idMapped: "idMapped"
+        case .backupCreated: "backupCreated"
+        case .serverCopyKept: "serverCopyKept"
+        case .recreated: "recreated"
+        case .deleteApplied: "deleteApplied"
+        case .deleteDropped: "deleteDropped"
+        case .cleanedUp: "cleanedUp"
+        case .resolutionFailed: "resolutionFailed"
+        case .resolved: "resolved"
+        case .clearedAfterOnlineSuccess: "clearedAfterOnlineSuccess"
+        case .retryRequested: "retryRequested"
+        case .syncAborted: "syncAborted"
+        case .syncApplied: "syncApplied"
+        }
+    }
+
+    /// Parses the name `description` prints.
+    public init?(name: String) {
+        guard let match = Self.allCases.first(where: { $0.description == name }) else { return nil }
+        self = match
+    }
+}
+
+/// Body of an operation event (schema version 1). Sealed in the envelope; documented in
+/// `Docs/Projection.md`.
+public struct OperationBody: Codable, Sendable, Equatable {
+    /// Body schema version; readers upcast older versions.
+    public var v: Int = 1
+    /// The encrypted item exactly as it would be sent to the server.
+    public var cipher: Cipher
+    /// Whether this edit changed the login password (decided at append time by decrypt-compare).
+    public var passwordChanged: Bool
+    /// The server `revisionDate` the edit was based on (nil for creates).
+    public var baseRevisionDate: BitwardenDate?
+    /// When the user made the edit.
+    public var at: BitwardenDate
+
+    public init(cipher: Cipher, passwordChanged: Bool, baseRevisionDate: BitwardenDate?, at: BitwardenDate) {
+        self.cipher = cipher
+        self.passwordChanged = passwordChanged
+        self.baseRevisionDate = baseRevisionDate
+        self.at = at
+    }
+}
+
+/// Which side of a conflict lost and was backed up.
+public enum ConflictSide: String, Codable, Sendable {
+    case server, local
+}
+
+/// Body of an outcome event (schema version 1): the fields that apply to its type.
+public struct OutcomeBody: Codable, Sendable, Equatable {
+    public var v: Int = 1
+    /// When it happened.
+    public var at: BitwardenDate
+    /// The server id (pushed, idMapped, recreated).
+    public var serverId: String?
+    /// The server revision after the step.
+    public var revisionDate: BitwardenDate?
+    /// The backup's server id and which side it preserves (backupCreated).
+    public var backupId: String?
+    public var backupOf: ConflictSide?
+    /// The backup's encrypted name string, unique per backup: how a retry after an uncertain
+    /// create finds the copy that may already exist.
+    public var marker: String?
+    /// Why: the rule applied, or the error text.
+    public var reason: String?
+    /// Attempt number and next retry time (resolutionFailed); dead letter after too many.
+    public var attempt: Int?
+    public var nextRetryAt: BitwardenDate?
+    public var deadLetter: Bool?
+    /// Pending count (syncAborted).
+    public var pendingCount: Int?
+
+    public init(at: BitwardenDate, serverId: String? = nil, revisionDate: BitwardenDate? = nil,
+                backupId: String? = nil, backupOf: ConflictSide? = nil, marker: String? = nil, reason: String? = nil,
+                attempt: Int? = nil, nextRetryAt: BitwardenDate? = nil, deadLetter: Bool? = nil, pendingCount: Int? = nil) {
+        self.at = at
+        self.serverId = serverId
+        self.revisionDate = revisionDate
+        self.backupId = backupId
+        self.backupOf = backupOf
+        self.marker = marker
+        self.reason = reason
+        self.attempt = attempt
+        self.nextRetryAt = nextRetryAt
+        self.deadLetter = deadLetter
+        self.pendingCount = pendingCount
+    }
+}
+
+/// A decoded event: header plus typed body.
+public struct VaultEvent: Sendable, Equatable {
+    public enum Body: Sendable, Equatable {
+        case operation(OperationBody)
+        case outcome(OutcomeBody)
+    }
+
+    public let header: EventHeader
+    public let type: VaultEventType
+    public let body: Body
+
+    public var sequence: UInt64 { header.sequence }
+    public var cipherId: String { header.cipherId }
+
+    /// The operation body, if this is an operation.
+    public var operation: OperationBody? {
+        if case .operation(let body) = body { return body }
+        return nil
+    }
+
+    /// The outcome body, if this is an outcome.
+    public var outcome: OutcomeBody? {
+        if case .outcome(let body) = body { return body }
+        return nil
+    }
+
+    public init(header: EventHeader, type: VaultEventType, body: Body) {
+        self.header = header
+        self.type = type
+        self.body = body
+    }
+
+    /// Opens and decodes an envelope.
+    public init(envelope: Envelope, key: SealingKey) throws {
+        let plaintext = try envelope.open(key: key)
+        try self.init(header: envelope.header, plaintext: plaintext)
+    }
+
+    /// Decodes a body already opened.
+    public init(header: EventHeader, plaintext: [UInt8]) throws {
+        guard let type = VaultEventType(rawValue: header.eventType) else {
+            throw OfflineSyncError.corruptEvent(sequence: header.sequence, reason: "unknown event type \(header.eventType)")
+        }
+        let decoder = JSONDecoder()
+        do {
+            if type.isOperation {
+                body = .operation(try decoder.decode(OperationBody.self, from: Data(plaintext)))
+            } else {
+                body = .outcome(try decoder.decode(OutcomeBody.self, from: Data(plaintext)))
+            }
+        } catch {
+            throw OfflineSyncError.corruptEvent(sequence: header.sequence, reason: "body does not decode: \(error)")
+        }
+        self.header = header
+        self.type = type
+    }
+
+    /// Encodes a body for appending.
+    static func encode(_ body: Body) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        switch body {
+        case .operation(let op): return Array(try encoder.encode(op))
+        case .outcome(let outcome): return Array(try encoder.encode(outcome))
+        }
+    }
+}

@@ -1,0 +1,410 @@
+import EventLog
+import Foundation
+import LMDB
+import Logging
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+/// Where the domain gets the current time and new ids.
+public struct VaultDependencies: Sendable {
+    /// The current time.
+    public var now: @Sendable () -> Date
+    /// A new unique id (temporary cipher ids, backup markers).
+    public var makeId: @Sendable () -> String
+    /// IVs and keys.
+    public var random: any RandomSource
+
+    public init(now: @escaping @Sendable () -> Date = { Date() },
+                makeId: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() },
+                random: any RandomSource = SystemRandomSource()) {
+        self.now = now
+        self.makeId = makeId
+        self.random = random
+    }
+
+    /// Deterministic dependencies for tests and replays: a hand-moved clock, and ids, IVs and
+    /// keys from a seeded generator (ids and randomness drawn from separate streams).
+    public static func deterministic(seed: UInt64, clock: ManualClock) -> VaultDependencies {
+        let ids = SeededRandomSource(seed: seed ^ 0x1D5)
+        return VaultDependencies(now: { clock.now }, makeId: { uuidString(ids.bytes(16)) },
+                                 random: SeededRandomSource(seed: seed))
+    }
+}
+
+/// Formats 16 bytes as a lowercase version-4 UUID string.
+func uuidString(_ raw: [UInt8]) -> String {
+    var bytes = raw
+    bytes[6] = (bytes[6] & 0x0F) | 0x40
+    bytes[8] = (bytes[8] & 0x3F) | 0x80
+    let hex = bytes.map { String(format: "%02x", $0) }.joined()
+    let h = Array(hex)
+    return "\(String(h[0..<8]))-\(String(h[8..<12]))-\(String(h[12..<16]))-\(String(h[16..<20]))-\(String(h[20..<32]))"
+}
+
+/// A clock tests and simulations move by hand.
+public final class ManualClock: Sendable {
+    private let state: Mutex<Date>
+
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_767_225_600)) { state = Mutex(start) }
+
+    /// The current time.
+    public var now: Date { state.withLock { $0 } }
+
+    /// Moves the clock forward.
+    public func advance(by seconds: TimeInterval) { state.withLock { $0 += seconds } }
+
+    /// Sets the clock.
+    public func set(_ date: Date) { state.withLock { $0 = date } }
+}
+
+/// Options for ``VaultLogStore``.
+public struct VaultLogStoreOptions: Sendable {
+    /// Storage options (map size, durability, read-only).
+    public var eventLog = EventLogOptions()
+    /// Time, ids, randomness.
+    public var dependencies = VaultDependencies()
+    /// Save a sealed projection checkpoint after folding this many new events.
+    public var checkpointInterval = 1000
+    public var logger = Logger(label: "vaultlog.offlinesync")
+
+    public init() {}
+}
+
+/// A change to the local vault cache, committed in the same transaction as its event.
+public enum LocalChange: Sendable {
+    case upsert(Cipher)
+    case delete(cipherId: String)
+}
+
+/// The keys of an unlocked user.
+struct UnlockedKeys: Sendable {
+    let userKey: SymmetricCryptoKey
+    let sealing: SealingKey
+}
+
+/// The opened store of one device: the event log, the local vault cache (`ciphers`), and the
+/// unlocked sessions. The entry point the repository, resolver and sync build on.
+///
+/// ```swift
+/// let store = try VaultLogStore(path: dir)
+/// try store.unlock(userId: uid, email: email, masterPassword: pw, kdf: .default, protectedUserKey: key)
+/// let repository = VaultRepository(store: store, userId: uid, server: client)
+/// ```
+public final class VaultLogStore: Sendable {
+    /// The underlying log.
+    public let log: EventLogStore
+    /// Injected time, ids and randomness.
+    public let dependencies: VaultDependencies
+    let ciphers: Database
+    let checkpointInterval: Int
+    let logger: Logger
+    private let sessions = Mutex<[String: UnlockedKeys]>([:])
+    /// Each unlocked user's projection and the sequence of its newest checkpoint.
+    private let projections = Mutex<[String: (projection: Projection, checkpointedAt: UInt64)]>([:])
+    private let observers = Mutex<[UUID: (userId: String, continuation: AsyncStream<Int>.Continuation)]>([:])
+
+    /// Opens (creating if needed) the store at `path`.
+    public init(path: String, options: VaultLogStoreOptions = VaultLogStoreOptions()) throws {
+        var logOptions = options.eventLog
+        logOptions.random = options.dependencies.random
+        log = try EventLogStore(path: path, options: logOptions)
+        ciphers = try log.openDatabase("ciphers")
+        dependencies = options.dependencies
+        checkpointInterval = options.checkpointInterval
+        logger = options.logger
+    }
+
+    /// Closes the store (also done when it is released).
+    public func close() { log.environment.close() }
+
+    // MARK: Sessions
+
+    /// Unlocks `userId` with its user key.
+    public func unlock(userId: String, userKey: SymmetricCryptoKey) {
+        sessions.withLock { $0[userId] = UnlockedKeys(userKey: userKey, sealing: SealingKey(userKey: userKey)) }
+    }
+
+    /// Unlocks with the master password: derives the master key, unwraps the protected user key.
+    /// A wrong password fails with `VaultCryptoError.authenticationFailed` and changes nothing.
+    @discardableResult
+    public func unlock(userId: String, email: String, masterPassword: String, kdf: KdfConfig,
+                       protectedUserKey: EncString) throws -> SymmetricCryptoKey {
+        let master = try MasterKey.derive(password: masterPassword, email: email, kdf: kdf)
+        let userKey = try master.decryptUserKey(protectedUserKey)
+        unlock(userId: userId, userKey: userKey)
+        return userKey
+    }
+
+    /// Locks `userId`: its keys and decrypted projection leave memory (best effort: Swift
+    /// cannot guarantee no copy survives elsewhere in the heap).
+    public func lock(userId: String) {
+        _ = sessions.withLock { $0.removeValue(forKey: userId) }
+        _ = projections.withLock { $0.removeValue(forKey: userId) }
+    }
+
+    /// Whether `userId` is unlocked.
+    public func isUnlocked(userId: String) -> Bool { sessions.withLock { $0[userId] != nil } }
+
+    func keys(_ userId: String) throws -> UnlockedKeys {
+        guard let keys = sessions.withLock({ $0[userId] }) else { throw OfflineSyncError.vaultLocked(userId: userId) }
+        return keys
+    }
+
+    /// The user key of an unlocked user.
+    public func userKey(userId: String) throws -> SymmetricCryptoKey { try keys(userId).userKey }
+
+    // MARK: Local vault cache
+
+    static func cipherKey(_ userId: String, _ cipherId: String) -> [UInt8] {
+        let user = Array(userId.utf8)
+        return [UInt8(truncatingIfNeeded: user.count)] + user + Array(cipherId.utf8)
+    }
+
+    static func userPrefix(_ userId: String) -> [UInt8] {
+        let user = Array(userId.utf8)
+        return [UInt8(truncatingIfNeeded: user.count)] + user
+    }
+
+    /// The local copy of an item, or nil.
+    public func localCipher(userId: String, id: String) throws -> Cipher? {
+        try log.read { reader in try Self.localCipher(reader.transaction, ciphers, userId, id) }
+    }
+
+    static func localCipher(_ txn: Transaction, _ db: Database, _ userId: String, _ id: String) throws -> Cipher? {
+        guard let bytes = try txn.get(db, key: cipherKey(userId, id)) else { return nil }
+        do {
+            return try JSONDecoder().decode(Cipher.self, from: Data(bytes))
+        } catch {
+            throw OfflineSyncError.corruptLocalCipher(cipherId: id, reason: "\(error)")
+        }
+    }
+
+    /// All local items of a user.
+    public func localCiphers(userId: String) throws -> [Cipher] {
+        try log.read { reader in
+            let prefix = Self.userPrefix(userId)
+            var out: [Cipher] = []
+            try reader.transaction.scan(ciphers, from: prefix) { key, value in
+                guard key.starts(with: prefix) else { return false }
+                do {
+                    out.append(try JSONDecoder().decode(Cipher.self, from: Data(value)))
+                } catch {
+                    throw OfflineSyncError.corruptLocalCipher(cipherId: String(decoding: key.dropFirst(prefix.count), as: UTF8.self), reason: "\(error)")
+                }
+                return true
+            }
+            return out
+        }
+    }
+
+    func apply(_ change: LocalChange, userId: String, in txn: Transaction) throws {
+        switch change {
+        case .upsert(let cipher):
+            guard let id = cipher.id else { throw OfflineSyncError.missingCipherId }
+            try txn.put(ciphers, key: Self.cipherKey(userId, id), value: Array(try JSONEncoder().encode(cipher)))
+        case .delete(let id):
+            try txn.delete(ciphers, key: Self.cipherKey(userId, id))
+        }
+    }
+
+    /// Applies local changes without an event (the online path, where the server already has them).
+    public func applyLocal(_ changes: [LocalChange], userId: String) throws {
+        try log.write { txn in for change in changes { try apply(change, userId: userId, in: txn.transaction) } }
+    }
+
+    /// Replaces a user's local items with a full sync's, keeping the local copy of every item
+    /// that is pending (a sync never hides a pending edit). With `ifLastSequence`, does so only
+    /// if the log's last sequence still equals it — checked in the same write transaction, so
+    /// an edit appended after the caller counted pending changes is never overwritten (SS-2).
+    /// Returns false when that check failed and nothing was changed.
+    @discardableResult
+    public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
+                               appending event: (type: VaultEventType, body: OutcomeBody)? = nil) throws -> Bool {
+        let keys = event == nil ? nil : try keys(userId)
+        let replaced = try log.write { txn -> Bool in
+            let reader = txn.reader
+            if let expected, try reader.lastSequence() != expected { return false }
+            let pendingIds = try Self.headerProjection(reader, userId: userId).pending
+            let prefix = Self.userPrefix(userId)
+            var existing: [[UInt8]] = []
+            try txn.transaction.scan(ciphers, from: prefix) { key, _ in
+                guard key.starts(with: prefix) else { return false }
+                existing.append(Array(key))
+                return true
+            }
+            for key in existing {
+                let id = String(decoding: key.dropFirst(prefix.count), as: UTF8.self)
+                if pendingIds[id] == nil { try txn.transaction.delete(ciphers, key: key) }
+            }
+            for cipher in serverCiphers {
+                guard let id = cipher.id, pendingIds[id] == nil else { continue }
+                try apply(.upsert(cipher), userId: userId, in: txn.transaction)
+            }
+            if let event, let keys {
+                try txn.append(NewEvent(userId: userId, cipherId: "", eventType: event.type.rawValue,
+                                        recordedAtMillis: Self.millis(event.body.at.date),
+                                        body: VaultEvent.encode(.outcome(event.body))), key: keys.sealing)
+            }
+            return true
+        }
+        if replaced && event != nil { notifyObservers(userId: userId) }
+        return replaced
+    }
+
+    // MARK: Events
+
+    /// Appends one event and applies `localChanges` in the same durable write transaction:
+    /// both commit or neither does. `beforeCommit` runs inside the transaction after the
+    /// writes (tests inject failures there).
+    @discardableResult
+    public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
+                       localChanges: [LocalChange] = [],
+                       beforeCommit: ((LogTransaction) throws -> Void)? = nil) throws -> UInt64 {
+        let keys = try keys(userId)
+        let bodyBytes = try VaultEvent.encode(body)
+        let at: Date
+        switch body {
+        case .operation(let op): at = op.at.date
+        case .outcome(let outcome): at = outcome.at.date
+        }
+        let sequence = try log.write { txn -> UInt64 in
+            for change in localChanges { try apply(change, userId: userId, in: txn.transaction) }
+            let sequence = try txn.append(NewEvent(userId: userId, cipherId: cipherId, eventType: type.rawValue,
+                                                   recordedAtMillis: Self.millis(at), body: bodyBytes), key: keys.sealing)
+            try beforeCommit?(txn)
+            return sequence
+        }
+        notifyObservers(userId: userId)
+        return sequence
+    }
+
+    static func millis(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+
+    /// Decoded events of a user (optionally one item), in order. Needs the key.
+    public func events(userId: String, cipherId: String? = nil, after: UInt64 = 0) throws -> [VaultEvent] {
+        let keys = try keys(userId)
+        return try log.envelopes(userId: userId, cipherId: cipherId, after: after).map { try VaultEvent(envelope: $0, key: keys.sealing) }
+    }
+
+    /// One decoded event by sequence (e.g. an intermediate version of an item).
+    public func event(at sequence: UInt64, userId: String) throws -> VaultEvent? {
+        let keys = try keys(userId)
+        guard let envelope = try log.envelope(at: sequence), envelope.header.userId == userId else { return nil }
+        return try VaultEvent(envelope: envelope, key: keys.sealing)
+    }
+
+    // MARK: Projection
+
+    /// The user's projection: the newest checkpoint plus the fold of the events after it
+    /// (cached in memory while unlocked). Saves a new checkpoint when the tail was long.
+    public func projection(userId: String) throws -> Projection {
+        let keys = try keys(userId)
+        var (projection, checkpointedAt) = try projections.withLock { $0[userId] } ?? {
+            let loaded = try loadCheckpoint(userId: userId, keys: keys)
+            return (loaded, loaded.lastSequence)
+        }()
+        for envelope in try log.envelopes(userId: userId, after: projection.lastSequence) {
+            projection.apply(try VaultEvent(envelope: envelope, key: keys.sealing))
+        }
+        // Checkpoint once enough events were folded since the last one, so a reopen folds
+        // at most `checkpointInterval` events.
+        if projection.lastSequence - checkpointedAt >= UInt64(checkpointInterval) {
+            try saveCheckpoint(projection, keys: keys)
+            checkpointedAt = projection.lastSequence
+        }
+        projections.withLock { $0[userId] = (projection, checkpointedAt) }
+        return projection
+    }
+
+    /// The projection as of `sequence` (time travel): the newest checkpoint at or before it,
+    /// plus the events up to it.
+    public func projection(userId: String, at sequence: UInt64) throws -> Projection {
+        let keys = try keys(userId)
+        var projection = try loadCheckpoint(userId: userId, keys: keys, atOrBefore: sequence)
+        for envelope in try log.envelopes(userId: userId, after: projection.lastSequence) {
+            guard envelope.header.sequence <= sequence else { break }
+            projection.apply(try VaultEvent(envelope: envelope, key: keys.sealing))
+        }
+        return projection
+    }
+
+    func loadCheckpoint(userId: String, keys: UnlockedKeys, atOrBefore sequence: UInt64 = .max) throws -> Projection {
+        guard let (_, payload) = try log.latestCheckpoint(userId: userId, atOrBefore: sequence, key: keys.sealing) else {
+            return Projection(userId: userId)
+        }
+        do {
+            return try JSONDecoder().decode(Projection.self, from: Data(payload))
+        } catch {
+            logger.warning("ignoring unreadable checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
+            return Projection(userId: userId)
+        }
+    }
+
+    /// Seals and stores `projection` as a checkpoint at its last sequence.
+    public func saveCheckpoint(_ projection: Projection) throws {
+        try saveCheckpoint(projection, keys: keys(projection.userId))
+    }
+
+    func saveCheckpoint(_ projection: Projection, keys: UnlockedKeys) throws {
+        guard projection.lastSequence > 0 else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try log.saveCheckpoint(userId: projection.userId, sequence: projection.lastSequence,
+                               payload: Array(try encoder.encode(projection)), key: keys.sealing)
+    }
+
+    /// Pending items and their change types from headers alone: works while locked.
+    public func pendingFromHeaders(userId: String) throws -> HeaderProjection {
+        try log.read { try Self.headerProjection($0, userId: userId) }
+    }
+
+    static func headerProjection(_ reader: LogReader, userId: String) throws -> HeaderProjection {
+        var projection = HeaderProjection()
+        for sequence in try reader.sequences(userId: userId, cipherId: nil) {
+            guard let envelope = try reader.envelope(at: sequence) else { continue }
+            projection.apply(envelope.header)
+        }
+        return projection
+    }
+
+    /// Pending count from headers (works while locked).
+    public func pendingCount(userId: String) throws -> Int { try pendingFromHeaders(userId: userId).count }
+
+    /// A stream of the user's pending count (for a UI badge): the current count first, then
+    /// a new value after every change to the log.
+    public func pendingCountUpdates(userId: String) -> AsyncStream<Int> {
+        let (stream, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let token = UUID()
+        observers.withLock { $0[token] = (userId, continuation) }
+        continuation.onTermination = { [weak self] _ in _ = self?.observers.withLock { $0.removeValue(forKey: token) } }
+        continuation.yield((try? pendingCount(userId: userId)) ?? 0)
+        return stream
+    }
+
+    func notifyObservers(userId: String) {
+        let targets = observers.withLock { $0.values.filter { $0.userId == userId }.map(\.continuation) }
+        guard !targets.isEmpty, let count = try? pendingCount(userId: userId) else { return }
+        for continuation in targets { continuation.yield(count) }
+    }
+
+    // MARK: Logout
+
+    /// Removes everything of a user: events, checkpoints, local items, session. The one
+    /// non-append mutation of the log.
+    public func logout(userId: String) throws {
+        try log.write { txn in
+            try txn.deleteUser(userId)
+            let prefix = Self.userPrefix(userId)
+            var keys: [[UInt8]] = []
+            try txn.transaction.scan(ciphers, from: prefix) { key, _ in
+                guard key.starts(with: prefix) else { return false }
+                keys.append(Array(key))
+                return true
+            }
+            for key in keys { try txn.transaction.delete(ciphers, key: key) }
+        }
+        lock(userId: userId)
+        notifyObservers(userId: userId)
+    }
+}

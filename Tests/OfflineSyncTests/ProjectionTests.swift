@@ -1,0 +1,167 @@
+import Testing
+import Foundation
+import EventLog
+import VaultCrypto
+import VaultModel
+@testable import OfflineSync
+
+@Suite struct ProjectionTests {
+    // MARK: the type-merge table (Docs/Projection.md)
+
+    static let mergeTable: [(PendingChangeType?, VaultEventType, PendingChangeType.Merge)] = [
+        (nil, .created, .pending(.create)), (nil, .updated, .pending(.update)),
+        (nil, .softDeleted, .pending(.softDelete)), (nil, .hardDeleted, .pending(.hardDelete)),
+        (.create, .created, .pending(.create)), (.create, .updated, .pending(.create)),
+        (.create, .softDeleted, .discard), (.create, .hardDeleted, .discard),
+        (.update, .created, .pending(.update)), (.update, .updated, .pending(.update)),
+        (.update, .softDeleted, .pending(.softDelete)), (.update, .hardDeleted, .pending(.hardDelete)),
+        (.softDelete, .created, .pending(.softDelete)), (.softDelete, .updated, .pending(.softDelete)),
+        (.softDelete, .softDeleted, .pending(.softDelete)), (.softDelete, .hardDeleted, .pending(.hardDelete)),
+        (.hardDelete, .created, .pending(.hardDelete)), (.hardDelete, .updated, .pending(.hardDelete)),
+        (.hardDelete, .softDeleted, .pending(.hardDelete)), (.hardDelete, .hardDeleted, .pending(.hardDelete)),
+    ]
+
+    @Test(arguments: 0..<20)
+    func typeMerge_everyPair(row: Int) {
+        let (existing, operation, expected) = Self.mergeTable[row]
+        #expect(PendingChangeType.merge(existing, operation) == expected, "\(String(describing: existing)) + \(operation)")
+    }
+
+    @Test func typeMergeTable_coversEveryPair() {
+        let pairs = Set(Self.mergeTable.map { "\(String(describing: $0.0))+\($0.1)" })
+        #expect(pairs.count == 5 * 4)
+    }
+
+    // MARK: fold rules
+
+    static let cipher = Cipher(type: .login)
+    static func at(_ s: Int64) -> BitwardenDate { BitwardenDate(ticksSince1970: 17_000_000_000_000_000 + s * 10_000_000) }
+
+    static func op(_ seq: UInt64, _ type: VaultEventType, _ id: String, password: Bool = false, base: Int64? = 5, user: String = "u") -> VaultEvent {
+        var c = cipher
+        c.id = id
+        c.revisionDate = at(Int64(seq))
+        return VaultEvent(header: EventHeader(sequence: seq, userId: user, cipherId: id, eventType: type.rawValue, recordedAtMillis: Int64(seq)),
+                          type: type, body: .operation(OperationBody(cipher: c, passwordChanged: password,
+                                                                     baseRevisionDate: base.map(at), at: at(Int64(seq) * 10))))
+    }
+
+    static func outcome(_ seq: UInt64, _ type: VaultEventType, _ id: String, user: String = "u", attempt: Int? = nil, dead: Bool? = nil) -> VaultEvent {
+        VaultEvent(header: EventHeader(sequence: seq, userId: user, cipherId: id, eventType: type.rawValue, recordedAtMillis: Int64(seq)),
+                   type: type, body: .outcome(OutcomeBody(at: at(Int64(seq)), serverId: type == .idMapped ? "srv-\(id)" : nil,
+                                                          reason: type == .resolutionFailed ? "HTTP 503" : nil,
+                                                          attempt: attempt, nextRetryAt: attempt.map { at(Int64($0) * 100) }, deadLetter: dead)))
+    }
+
+    @Test func fold_keepsFirstBaseRevision_countsPasswordChanges_andEveryVersion() {
+        let p = Projection.fold(userId: "u", [
+            Self.op(1, .updated, "c", password: true, base: 5),
+            Self.op(2, .updated, "c", password: false, base: 9),
+            Self.op(3, .updated, "c", password: true, base: 9),
+        ])
+        let change = p.pending["c"]!
+        #expect(change.originalRevisionDate == Self.at(5))
+        #expect(change.offlinePasswordChangeCount == 2)
+        #expect(change.passwordChangeSequences == [1, 3])
+        #expect(change.versionSequences == [1, 2, 3])
+        #expect(change.createdAt == Self.at(10) && change.updatedAt == Self.at(30))
+        #expect(change.latest.revisionDate == Self.at(3))
+    }
+
+    @Test func fold_createHasNoOriginalRevision_createThenDeleteLeavesNothing() {
+        var p = Projection.fold(userId: "u", [Self.op(1, .created, "t", base: nil), Self.op(2, .updated, "t", base: nil)])
+        #expect(p.pending["t"]?.changeType == .create && p.pending["t"]?.originalRevisionDate == nil)
+        p.apply(Self.op(3, .softDeleted, "t", base: nil))
+        #expect(p.pending.isEmpty)
+    }
+
+    @Test func fold_failuresCountAttempts_deadLetter_andRetryRequest() {
+        var p = Projection.fold(userId: "u", [
+            Self.op(1, .updated, "c"),
+            Self.outcome(2, .resolutionFailed, "c", attempt: 1),
+            Self.outcome(3, .resolutionFailed, "c", attempt: 2, dead: true),
+        ])
+        #expect(p.pending["c"]?.attempts == 2)
+        #expect(p.pending["c"]?.isDeadLetter == true)
+        #expect(p.pending["c"]?.lastError == "HTTP 503")
+        #expect(p.pending["c"]?.nextRetryAt == Self.at(200))
+        p.apply(Self.outcome(4, .retryRequested, "c"))
+        #expect(p.pending["c"]?.isDeadLetter == false && p.pending["c"]?.attempts == 0)
+        p.apply(Self.outcome(5, .resolved, "c"))
+        #expect(p.pending.isEmpty)
+    }
+
+    @Test func fold_recordsStepsAndIdMap() {
+        let p = Projection.fold(userId: "u", [
+            Self.op(1, .created, "t", base: nil), Self.outcome(2, .pushed, "t"), Self.outcome(3, .idMapped, "t"),
+        ])
+        #expect(p.idMap == ["t": "srv-t"])
+        #expect(p.pending["t"]?.steps.map(\.type) == [.pushed, .idMapped])
+    }
+
+    // MARK: property: fold(all) == fold(checkpoint) + fold(tail)
+
+    /// A random event sequence over several users and items, outcomes mixed in.
+    static func randomEvents(seed: UInt64) -> [VaultEvent] {
+        var rng = SplitMix(seed: seed)
+        let users = ["u1", "u2", "u3"]
+        let count = 5 + Int(rng.next() % 60)
+        var events: [VaultEvent] = []
+        for seq in 1...UInt64(count) {
+            let user = users[Int(rng.next() % 3)]
+            let id = "c\(rng.next() % 6)"
+            let roll = rng.next() % 20
+            switch roll {
+            case 0..<3: events.append(op(seq, .created, id, base: nil, user: user))
+            case 3..<9: events.append(op(seq, .updated, id, password: rng.next() % 2 == 0, base: Int64(rng.next() % 50), user: user))
+            case 9..<11: events.append(op(seq, .softDeleted, id, user: user))
+            case 11: events.append(op(seq, .hardDeleted, id, user: user))
+            case 12, 13: events.append(outcome(seq, .resolutionFailed, id, user: user, attempt: Int(rng.next() % 5) + 1, dead: rng.next() % 4 == 0))
+            case 14: events.append(outcome(seq, .resolved, id, user: user))
+            case 15: events.append(outcome(seq, .backupCreated, id, user: user))
+            case 16: events.append(outcome(seq, .idMapped, id, user: user))
+            case 17: events.append(outcome(seq, .retryRequested, id, user: user))
+            case 18: events.append(outcome(seq, .syncAborted, "", user: user))
+            default: events.append(outcome(seq, .clearedAfterOnlineSuccess, id, user: user))
+            }
+        }
+        return events
+    }
+
+    @Test func foldAll_equalsCheckpointPlusTail_over1000RandomSequences() throws {
+        for seed in UInt64(0)..<1000 {
+            let events = Self.randomEvents(seed: seed)
+            var rng = SplitMix(seed: seed ^ 0xABCDEF)
+            let cut = Int(rng.next() % UInt64(events.count + 1))
+            for user in ["u1", "u2", "u3"] {
+                let mine = events.filter { $0.header.userId == user }
+                let whole = Projection.fold(userId: user, mine)
+                // The checkpoint goes through its stored form (JSON) as it does on disk.
+                let checkpoint = Projection.fold(userId: user, mine.filter { $0.sequence <= UInt64(cut) })
+                var resumed = try JSONDecoder().decode(Projection.self, from: JSONEncoder().encode(checkpoint))
+                resumed.apply(mine.filter { $0.sequence > UInt64(cut) })
+                if resumed != whole {
+                    Issue.record("seed \(seed), cut \(cut), user \(user): checkpoint + tail differs from the full fold")
+                    return
+                }
+                // The header-only fold agrees on what is pending.
+                var headers = HeaderProjection()
+                for event in mine { headers.apply(event.header) }
+                #expect(headers.pending == whole.pending.mapValues(\.changeType), "seed \(seed) user \(user)")
+            }
+        }
+    }
+}
+
+/// SplitMix64, for reproducible random sequences in property tests.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

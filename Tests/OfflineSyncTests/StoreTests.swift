@@ -1,0 +1,192 @@
+import Testing
+import Foundation
+import EventLog
+import VaultCrypto
+import VaultModel
+@testable import OfflineSync
+
+@Suite struct StoreTests {
+    struct InjectedFailure: Error {}
+
+    @Test func failureInsideTransaction_leavesNeitherLocalChangeNorEvent() async throws {
+        let h = try Harness()
+        let view = try await h.seedSynced("Bank")
+        var edited = try #require(try h.local(view.id!))
+        edited.notes = try EncString("2.kTtIypq9OLzd5iMMbU11pQ==|J4i3hTtGVdg7EZ+AQv/ujg==|QJpSpotQVpIW8j8dR/8l015WJzAIxBaOmrz4Uj/V1JA=")
+        let before = try h.local(view.id!)
+        #expect(throws: InjectedFailure.self) {
+            try h.store.append(userId: h.userId, cipherId: view.id!, type: .updated,
+                               body: .operation(OperationBody(cipher: edited, passwordChanged: false, baseRevisionDate: nil, at: BitwardenDate(h.clock.now))),
+                               localChanges: [.upsert(edited)],
+                               beforeCommit: { _ in throw InjectedFailure() })
+        }
+        #expect(try h.local(view.id!) == before, "local change rolled back")
+        #expect(try h.eventCount() == 0, "event rolled back")
+        #expect(try h.store.pendingCount(userId: h.userId) == 0)
+    }
+
+    @Test func passwordChangeCount_staysRightAcrossLockAndUnlock() async throws {
+        let h = try Harness()
+        var view = try await h.seedSynced("Bank")
+        view.login?.password = "pw-1"
+        h.server.fail(with: NotConnectedError(), times: 2)
+        _ = try await h.repository().updateCipher(view)
+        h.store.lock(userId: h.userId)
+        #expect(!h.store.isUnlocked(userId: h.userId))
+        h.store.unlock(userId: h.userId, userKey: h.userKey)
+        var next = try #require(try h.local(view.id!)).decrypt(userKey: h.userKey)
+        next.login?.password = "pw-2"
+        _ = try await h.repository().updateCipher(next)
+        #expect(try h.pending(view.id!)?.offlinePasswordChangeCount == 2)
+    }
+
+    @Test func unlockWithMasterPassword_wrongPasswordChangesNothing() throws {
+        let h = try Harness(userId: "user-b")
+        let master = try MasterKey.derive(password: "right", email: "b@example.com", kdf: .pbkdf2(iterations: 5000))
+        let protected = master.encryptUserKey(h.userKey)
+        h.store.lock(userId: "user-b")
+        #expect(throws: VaultCryptoError.authenticationFailed) {
+            try h.store.unlock(userId: "user-b", email: "b@example.com", masterPassword: "wrong", kdf: .pbkdf2(iterations: 5000), protectedUserKey: protected)
+        }
+        #expect(!h.store.isUnlocked(userId: "user-b"))
+        let key = try h.store.unlock(userId: "user-b", email: " B@example.com", masterPassword: "right", kdf: .pbkdf2(iterations: 5000), protectedUserKey: protected)
+        #expect(key == h.userKey)
+    }
+
+    @Test func pendingFromHeaders_worksWhileLocked() async throws {
+        let h = try Harness()
+        let a = try await h.seedSynced("A")
+        let b = try await h.seedSynced("B")
+        h.server.fail(with: NotConnectedError(), times: 3)
+        _ = try await h.repository().addCipher(Harness.login("New", password: "n"))
+        _ = try await h.repository().softDeleteCipher(a)
+        _ = try await h.repository().deleteCipher(id: b.id!)
+        h.store.lock(userId: h.userId)
+        #expect(throws: OfflineSyncError.self) { try h.store.projection(userId: h.userId) }
+        let headers = try h.store.pendingFromHeaders(userId: h.userId)
+        #expect(headers.count == 3)
+        #expect(headers.pending[a.id!] == .softDelete && headers.pending[b.id!] == .hardDelete)
+        #expect(try h.store.pendingCount(userId: h.userId) == 3)
+    }
+
+    @Test func userB_seesNoneOfUserAsEventsOrPendingChanges() async throws {
+        let h = try Harness(userId: "user-a")
+        let keyB = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 77))
+        h.store.unlock(userId: "user-b", userKey: keyB)
+        var view = try await h.seedSynced("A's bank")
+        view.login?.password = "new"
+        h.server.fail(with: NotConnectedError())
+        _ = try await h.repository().updateCipher(view)
+        #expect(try h.store.pendingCount(userId: "user-a") == 1)
+        #expect(try h.store.pendingCount(userId: "user-b") == 0)
+        #expect(try h.store.projection(userId: "user-b").pending.isEmpty)
+        #expect(try h.store.events(userId: "user-b").isEmpty)
+        #expect(try h.store.localCiphers(userId: "user-b").isEmpty)
+        // B's key cannot open A's events.
+        let envelope = try #require(try h.store.log.envelope(at: 1))
+        #expect(throws: EnvelopeError.authenticationFailed(sequence: 1)) { try envelope.open(key: SealingKey(userKey: keyB)) }
+        #expect(try h.store.event(at: 1, userId: "user-b") == nil)
+    }
+
+    @Test func projection_usesCheckpoints_andEqualsFullFold() async throws {
+        let h = try Harness(checkpointInterval: 10)
+        var view = try await h.seedSynced("Bank")
+        h.server.fail(with: NotConnectedError(), times: 25)
+        for n in 1...25 {
+            view.login?.password = "pw-\(n)"
+            _ = try await h.repository().updateCipher(view)
+            view = try #require(try h.local(view.id!)).decrypt(userKey: h.userKey)
+        }
+        let checkpoints = try h.store.log.read { try $0.checkpointSequences(userId: h.userId) }
+        #expect(!checkpoints.isEmpty, "a checkpoint was saved")
+        let full = Projection.fold(userId: h.userId, try h.store.events(userId: h.userId))
+        // A fresh process: no in-memory projection, starts from the newest checkpoint.
+        h.store.lock(userId: h.userId)
+        h.store.unlock(userId: h.userId, userKey: h.userKey)
+        #expect(try h.store.projection(userId: h.userId) == full)
+        #expect(full.pending[view.id!]?.offlinePasswordChangeCount == 25)
+        // Time travel: the projection as of an earlier sequence.
+        #expect(try h.store.projection(userId: h.userId, at: 5).pending[view.id!]?.offlinePasswordChangeCount == 5)
+    }
+
+    @Test func pendingCountUpdates_streamsBadgeValues() async throws {
+        let h = try Harness()
+        let view = try await h.seedSynced("Bank")
+        var iterator = h.store.pendingCountUpdates(userId: h.userId).makeAsyncIterator()
+        #expect(await iterator.next() == 0)
+        h.server.fail(with: NotConnectedError())
+        _ = try await h.repository().softDeleteCipher(view)
+        #expect(await iterator.next() == 1)
+    }
+
+    @Test func everyIntermediateVersion_isReachable() async throws {
+        let h = try Harness()
+        var view = try await h.seedSynced("Bank")
+        h.server.fail(with: NotConnectedError(), times: 3)
+        for n in 1...3 {
+            view.login?.password = "v\(n)"
+            _ = try await h.repository().updateCipher(view)
+            view = try #require(try h.local(view.id!)).decrypt(userKey: h.userKey)
+        }
+        let change = try #require(try h.pending(view.id!))
+        let passwords = try change.versionSequences.map { seq in
+            try h.store.event(at: seq, userId: h.userId)?.operation?.cipher.decrypt(userKey: h.userKey).login?.password
+        }
+        #expect(passwords == ["v1", "v2", "v3"])
+    }
+
+    @Test func logout_removesUsersEventsAndLocalItems() async throws {
+        let h = try Harness()
+        var view = try await h.seedSynced("Bank")
+        view.login?.password = "x"
+        h.server.fail(with: NotConnectedError())
+        _ = try await h.repository().updateCipher(view)
+        try h.store.logout(userId: h.userId)
+        #expect(try h.store.pendingCount(userId: h.userId) == 0)
+        #expect(try h.store.localCiphers(userId: h.userId).isEmpty)
+        #expect(try h.eventCount() == 0)
+        #expect(!h.store.isUnlocked(userId: h.userId))
+    }
+
+    @Test func noPlaintextSentinel_inAnyFileAfterAllOperations() async throws {
+        let h = try Harness()
+        let password = "Sentinel-Pass-\(UUID().uuidString)"
+        let name = "Sentinel-Name-\(UUID().uuidString)"
+        let notes = "Sentinel-Notes-\(UUID().uuidString)"
+        var synced = try await h.seedSynced("Bank")
+        h.server.fail(with: NotConnectedError(), times: 10)
+        let new = CipherView(type: .login, name: name, notes: notes, login: LoginView(username: "u", password: password))
+        _ = try await h.repository().addCipher(new)
+        synced.name = name
+        synced.notes = notes
+        synced.login?.password = password
+        _ = try await h.repository().updateCipher(synced)
+        synced = try #require(try h.local(synced.id!)).decrypt(userKey: h.userKey)
+        synced.login?.password = password + "-2"
+        _ = try await h.repository().updateCipher(synced)
+        _ = try await h.repository().softDeleteCipher(synced)
+        _ = try await h.repository().deleteCipher(id: synced.id!)
+        try h.store.saveCheckpoint(try h.store.projection(userId: h.userId))
+        #expect(try h.store.pendingCount(userId: h.userId) == 2)
+        h.store.close()
+        for file in try FileManager.default.contentsOfDirectory(atPath: h.dir.path) {
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: h.dir.path + "/" + file)))
+            for sentinel in [password, name, notes, "Sentinel-"] {
+                #expect(!bytes.containsSubsequence(Array(sentinel.utf8)), "\(file) contains \(sentinel.prefix(14))")
+            }
+        }
+    }
+}
+
+extension Array where Element == UInt8 {
+    func containsSubsequence(_ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, count >= needle.count else { return false }
+        let first = needle[0]
+        var i = 0
+        while i <= count - needle.count {
+            if self[i] == first && self[i..<i + needle.count].elementsEqual(needle) { return true }
+            i += 1
+        }
+        return false
+    }
+}
