@@ -1,5 +1,9 @@
 import Synchronization
-import Crypto
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Where IVs, keys and ids get their randomness. Injected so that a replay can be made
 /// byte-for-byte deterministic (DESIGN §9.7); production code uses ``SystemRandomSource``.
@@ -8,15 +12,42 @@ public protocol RandomSource: Sendable {
     func bytes(_ count: Int) -> [UInt8]
 }
 
-/// A cryptographically secure generator (BoringSSL's or CommonCrypto's, seeded by the OS).
+/// The operating system's cryptographically secure generator (`/dev/urandom` on Linux,
+/// `arc4random_buf` on Apple platforms).
 public struct SystemRandomSource: RandomSource {
     public init() {}
 
     public func bytes(_ count: Int) -> [UInt8] {
         guard count > 0 else { return [] }
-        // BoringSSL's RAND_bytes (seeded from getrandom, then a user-space DRBG): one call per
-        // request instead of one system call per 8 bytes.
-        return SymmetricKey(size: SymmetricKeySize(bitCount: count * 8)).withUnsafeBytes { Array($0) }
+        var output = [UInt8](repeating: 0, count: count)
+        output.withUnsafeMutableBytes { Self.fill($0) }
+        return output
+    }
+
+    #if canImport(Glibc)
+    /// `/dev/urandom` is the kernel CSPRNG `getrandom` reads; one `read` serves a whole batch
+    /// of IVs, where `SystemRandomNumberGenerator` makes one system call per 8 bytes.
+    private static let urandom: Int32 = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
+    #endif
+
+    static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+        #if canImport(Darwin)
+        arc4random_buf(buffer.baseAddress!, buffer.count)
+        return
+        #else
+        #if canImport(Glibc)
+        var filled = 0
+        if urandom >= 0 {
+            while filled < buffer.count {
+                let n = read(urandom, buffer.baseAddress! + filled, buffer.count - filled)
+                if n > 0 { filled += n } else if n < 0 && errno == EINTR { continue } else { break }
+            }
+        }
+        if filled == buffer.count { return }
+        #endif
+        var generator = SystemRandomNumberGenerator()
+        for i in 0..<buffer.count { buffer[i] = UInt8.random(in: .min ... .max, using: &generator) }
+        #endif
     }
 }
 
