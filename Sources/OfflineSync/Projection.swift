@@ -64,6 +64,9 @@ public struct PendingChange: Codable, Sendable, Equatable {
     public var versionSequences: [UInt64]
     /// Sequences of the operations that changed the password.
     public var passwordChangeSequences: [UInt64]
+    /// Whether an `updated` operation is part of this change (a delete then carries edits
+    /// the server has not seen).
+    public var hasEdits: Bool = false
     /// Failed resolution attempts since the last success, the last error and the next retry.
     public var attempts: Int = 0
     public var lastError: String?
@@ -108,6 +111,7 @@ public struct Projection: Codable, Sendable, Equatable {
                     change.latest = op.cipher
                     change.updatedAt = op.at
                     change.versionSequences.append(event.sequence)
+                    if event.type == .updated { change.hasEdits = true }
                     if op.passwordChanged {
                         change.offlinePasswordChangeCount += 1
                         change.passwordChangeSequences.append(event.sequence)
@@ -120,7 +124,8 @@ public struct Projection: Codable, Sendable, Equatable {
                         offlinePasswordChangeCount: op.passwordChanged ? 1 : 0,
                         createdAt: op.at, updatedAt: op.at, latest: op.cipher,
                         versionSequences: [event.sequence],
-                        passwordChangeSequences: op.passwordChanged ? [event.sequence] : [])
+                        passwordChangeSequences: op.passwordChanged ? [event.sequence] : [],
+                        hasEdits: event.type == .updated)
                 }
             }
         case .outcome(let outcome):
@@ -143,7 +148,7 @@ public struct Projection: Codable, Sendable, Equatable {
             case .idMapped:
                 if let serverId = outcome.serverId { idMap[id] = serverId }
                 fallthrough
-            case .pushed, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp:
+            case .pushed, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp, .createPlanned:
                 pending[id]?.steps.append(ResolutionStep(type: event.type, sequence: event.sequence, outcome: outcome))
             case .syncAborted:
                 lastSyncAbort = outcome

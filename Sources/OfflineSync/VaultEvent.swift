@@ -40,6 +40,10 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     case clearedAfterOnlineSuccess = 110
     /// A dead-lettered item was put back into automatic retries on request.
     case retryRequested = 111
+    /// The resolver is about to create an item on the server (a create, a re-create or a
+    /// backup); body has the exact encrypted payload and its unique `marker` (the encrypted
+    /// name string), so a retry after an uncertain failure finds the copy instead of posting twice.
+    case createPlanned = 112
     /// A sync was aborted because changes are still pending (user-level; body has count and reasons).
     case syncAborted = 200
     /// A full sync replaced the local store (user-level).
@@ -66,6 +70,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .resolved: "resolved"
         case .clearedAfterOnlineSuccess: "clearedAfterOnlineSuccess"
         case .retryRequested: "retryRequested"
+        case .createPlanned: "createPlanned"
         case .syncAborted: "syncAborted"
         case .syncApplied: "syncApplied"
         }
@@ -128,10 +133,20 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     public var deadLetter: Bool?
     /// Pending count (syncAborted).
     public var pendingCount: Int?
+    /// The planned payload (createPlanned): encrypted, exactly what is posted.
+    public var cipher: Cipher?
+    /// What a planned create is for: "create", "recreate", "backup" or "passwordOverflow".
+    public var purpose: String?
+    /// The version a backup preserves: the server revision it copied (backupOf server) or the
+    /// local version's event sequence (backupOf local). A retry never backs up the same version twice.
+    public var sourceRevisionDate: BitwardenDate?
+    public var sourceSequence: UInt64?
 
     public init(at: BitwardenDate, serverId: String? = nil, revisionDate: BitwardenDate? = nil,
                 backupId: String? = nil, backupOf: ConflictSide? = nil, marker: String? = nil, reason: String? = nil,
-                attempt: Int? = nil, nextRetryAt: BitwardenDate? = nil, deadLetter: Bool? = nil, pendingCount: Int? = nil) {
+                attempt: Int? = nil, nextRetryAt: BitwardenDate? = nil, deadLetter: Bool? = nil, pendingCount: Int? = nil,
+                cipher: Cipher? = nil, purpose: String? = nil,
+                sourceRevisionDate: BitwardenDate? = nil, sourceSequence: UInt64? = nil) {
         self.at = at
         self.serverId = serverId
         self.revisionDate = revisionDate
@@ -143,6 +158,10 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
         self.nextRetryAt = nextRetryAt
         self.deadLetter = deadLetter
         self.pendingCount = pendingCount
+        self.cipher = cipher
+        self.purpose = purpose
+        self.sourceRevisionDate = sourceRevisionDate
+        self.sourceSequence = sourceSequence
     }
 }
 

@@ -261,22 +261,63 @@ public final class VaultLogStore: Sendable {
     public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
                        localChanges: [LocalChange] = [],
                        beforeCommit: ((LogTransaction) throws -> Void)? = nil) throws -> UInt64 {
-        let keys = try keys(userId)
-        let bodyBytes = try VaultEvent.encode(body)
-        let at: Date
-        switch body {
-        case .operation(let op): at = op.at.date
-        case .outcome(let outcome): at = outcome.at.date
+        try append(userId: userId, events: [PlannedEvent(cipherId: cipherId, type: type, body: body)],
+                   localChanges: localChanges, beforeCommit: beforeCommit).last!
+    }
+
+    /// An event to append with ``append(userId:events:localChanges:beforeCommit:)``.
+    public struct PlannedEvent: Sendable {
+        public var cipherId: String
+        public var type: VaultEventType
+        public var body: VaultEvent.Body
+
+        public init(cipherId: String, type: VaultEventType, body: VaultEvent.Body) {
+            self.cipherId = cipherId
+            self.type = type
+            self.body = body
         }
-        let sequence = try log.write { txn -> UInt64 in
+    }
+
+    /// Appends several events and applies `localChanges`, all in one durable transaction.
+    @discardableResult
+    public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = [],
+                       beforeCommit: ((LogTransaction) throws -> Void)? = nil) throws -> [UInt64] {
+        let (keys, newEvents) = try prepare(userId: userId, events: events)
+        let sequences = try log.write { txn -> [UInt64] in
             for change in localChanges { try apply(change, userId: userId, in: txn.transaction) }
-            let sequence = try txn.append(NewEvent(userId: userId, cipherId: cipherId, eventType: type.rawValue,
-                                                   recordedAtMillis: Self.millis(at), body: bodyBytes), key: keys.sealing)
+            let sequences = try txn.append(newEvents, key: keys.sealing)
             try beforeCommit?(txn)
-            return sequence
+            return sequences
         }
         notifyObservers(userId: userId)
-        return sequence
+        return sequences
+    }
+
+    /// ``append(userId:events:localChanges:beforeCommit:)`` on the log's writer thread, so a
+    /// synced commit does not block a Swift concurrency thread (the resolver's path).
+    @discardableResult
+    public func appendAsync(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
+        let (keys, newEvents) = try prepare(userId: userId, events: events)
+        let sequences = try await log.writeAsync { txn -> [UInt64] in
+            for change in localChanges { try self.apply(change, userId: userId, in: txn.transaction) }
+            return try txn.append(newEvents, key: keys.sealing)
+        }
+        notifyObservers(userId: userId)
+        return sequences
+    }
+
+    private func prepare(userId: String, events: [PlannedEvent]) throws -> (UnlockedKeys, [NewEvent]) {
+        let keys = try keys(userId)
+        let newEvents = try events.map { event -> NewEvent in
+            let at: Date
+            switch event.body {
+            case .operation(let op): at = op.at.date
+            case .outcome(let outcome): at = outcome.at.date
+            }
+            return NewEvent(userId: userId, cipherId: event.cipherId, eventType: event.type.rawValue,
+                            recordedAtMillis: Self.millis(at), body: try VaultEvent.encode(event.body))
+        }
+        return (keys, newEvents)
     }
 
     static func millis(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }

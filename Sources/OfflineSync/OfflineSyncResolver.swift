@@ -1,0 +1,589 @@
+import Foundation
+import Logging
+import VaultCrypto
+import VaultModel
+
+/// Options of ``OfflineSyncResolver``. Every limit is named here with its reason.
+public struct ResolverOptions: Sendable {
+    /// Items resolved at the same time (different ciphers; one item's steps stay in order).
+    /// 1 reproduces the seeds' serial algorithm and makes the log byte-for-byte reproducible.
+    public var concurrency = 8
+    /// Failed attempts after which an item becomes a dead letter: still pending, reported,
+    /// excluded from automatic retries until ``OfflineSyncResolver/retryDeadLetters(userId:cipherIds:)``.
+    public var maxAttempts = 6
+    /// Backoff after the n-th failure: `base * 2^(n-1)`, capped at `backoffMax`, plus up to
+    /// `jitter` of itself (drawn from the injected randomness, so replays are deterministic).
+    public var backoffBase: TimeInterval = 30
+    public var backoffMax: TimeInterval = 6 * 3600
+    public var jitter = 0.25
+    /// Re-reads after a 400 "out of date" before the run gives up on the item (it stays
+    /// pending with an immediate retry; a stale answer never counts towards dead-lettering).
+    public var staleRetryLimit = 3
+    /// Offline password changes that make a backup of the server copy even without a
+    /// conflict (the 5-entry history would otherwise lose intermediate passwords).
+    public var softConflictPasswordChangeThreshold = 4
+    /// Called right after each server side effect succeeded and before its outcome event is
+    /// appended. Tests throw a ``ResolutionInterruption`` here to simulate a crash.
+    public var afterServerEffect: (@Sendable (ServerEffect) throws -> Void)?
+
+    public init() {}
+}
+
+/// A side effect on the server, reported to ``ResolverOptions/afterServerEffect``.
+public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
+    /// A POST; `purpose` is "create", "recreate", "backup" or "passwordOverflow".
+    case created(cipherId: String, purpose: String, serverId: String)
+    /// A PUT of the local version.
+    case updated(cipherId: String)
+    /// A soft or permanent delete.
+    case deleted(cipherId: String, permanent: Bool)
+
+    public var description: String {
+        switch self {
+        case .created(let id, let purpose, let serverId): "POST \(purpose) for \(id) → \(serverId)"
+        case .updated(let id): "PUT \(id)"
+        case .deleted(let id, let permanent): permanent ? "DELETE \(id)" : "soft delete \(id)"
+        }
+    }
+}
+
+/// An error that stops a resolution run at once, recording nothing (a simulated crash). Any
+/// other error is caught per item, recorded as `resolutionFailed`, and the run continues.
+public protocol ResolutionInterruption: Error {}
+
+/// What happened to one pending item in a run.
+public struct ItemReport: Sendable, Equatable {
+    /// How the item ended the run.
+    public enum Outcome: String, Sendable, Equatable {
+        /// The local version is on the server (update or create).
+        case pushed
+        /// Created on the server (new id in ``serverId``).
+        case created
+        /// The server had lost it; created again.
+        case recreated
+        /// The server's copy won; the local version is in a backup.
+        case serverKept
+        /// The delete was applied (or the server had already trashed it).
+        case deleted
+        /// The server copy changed; the delete was dropped and the copy restored locally.
+        case deleteDropped
+        /// The server no longer had the item; cleaned up locally.
+        case cleanedUp
+        /// The attempt failed; the item stays pending and is retried after ``nextRetryAt``.
+        case failed
+        /// Failed too often: still pending, out of automatic retries.
+        case deadLetter
+        /// Not attempted: waiting for its next retry time, or a dead letter.
+        case skipped
+    }
+
+    public var cipherId: String
+    public var changeType: PendingChangeType
+    public var outcome: Outcome
+    /// The server id after the run (creates, re-creates).
+    public var serverId: String?
+    /// Server ids of backups made in this run.
+    public var backupIds: [String] = []
+    /// The error of a failed attempt.
+    public var error: String?
+    public var nextRetryAt: BitwardenDate?
+}
+
+/// The result of ``OfflineSyncResolver/processPendingChanges(userId:)``.
+public struct ResolutionReport: Sendable, Equatable {
+    /// One entry per pending item, in the order they were first edited.
+    public var items: [ItemReport] = []
+
+    /// Items no longer pending.
+    public var resolvedCount: Int { items.filter { ![.failed, .deadLetter, .skipped].contains($0.outcome) }.count }
+    /// Items still pending after the run.
+    public var remainingCount: Int { items.count - resolvedCount }
+}
+
+/// Replays a user's pending offline changes against the server (DESIGN §6): the decision
+/// matrix, backups of the losing side before any destructive step, an outcome event after
+/// every step, per-item catch-and-continue, bounded concurrency, backoff and dead letters.
+///
+/// Every step is idempotent across crashes: a create is announced (`createPlanned`, with its
+/// unique encrypted name as marker) before it is posted, and a retry looks for that marker on
+/// the server before posting again; a push is recognised on the server by the same marker;
+/// backups are keyed by the version they preserve.
+///
+/// ```swift
+/// let resolver = OfflineSyncResolver(store: store, server: client)
+/// let report = try await resolver.processPendingChanges(userId: uid)
+/// print(report.remainingCount, "still pending")
+/// ```
+public final class OfflineSyncResolver: Sendable {
+    public let store: VaultLogStore
+    public let server: any CipherServer
+    public let options: ResolverOptions
+    let logger: Logger
+
+    public init(store: VaultLogStore, server: any CipherServer, options: ResolverOptions = ResolverOptions(),
+                logger: Logger = Logger(label: "vaultlog.resolver")) {
+        precondition(options.concurrency >= 1, "resolver concurrency must be at least 1")
+        precondition(options.maxAttempts >= 1, "maxAttempts must be at least 1")
+        self.store = store
+        self.server = server
+        self.options = options
+        self.logger = logger
+    }
+
+    var now: BitwardenDate { BitwardenDate(store.dependencies.now()) }
+
+    // MARK: Run
+
+    /// Resolves every pending item of `userId` that is due (not a dead letter, retry time
+    /// reached). Throws ``OfflineSyncError/vaultLocked(userId:)`` while locked, and a
+    /// ``ResolutionInterruption`` if one was raised; every other failure is recorded per item.
+    @discardableResult
+    public func processPendingChanges(userId: String) async throws -> ResolutionReport {
+        let projection = try store.projection(userId: userId)
+        let userKey = try store.userKey(userId: userId)
+        let now = self.now
+        let ordered = projection.pending.values.sorted { ($0.versionSequences.first ?? 0) < ($1.versionSequences.first ?? 0) }
+        var reports = [ItemReport?](repeating: nil, count: ordered.count)
+        var due: [(Int, PendingChange)] = []
+        for (index, change) in ordered.enumerated() {
+            if change.isDeadLetter || (change.nextRetryAt.map { $0 > now } ?? false) {
+                reports[index] = ItemReport(cipherId: change.cipherId, changeType: change.changeType,
+                                            outcome: .skipped, error: change.lastError, nextRetryAt: change.nextRetryAt)
+            } else {
+                due.append((index, change))
+            }
+        }
+        guard !due.isEmpty else { return ResolutionReport(items: reports.compactMap { $0 }) }
+        let index = ServerIndex(server: server)
+        let run = RunContext(userId: userId, userKey: userKey, index: index)
+
+        try await withThrowingTaskGroup(of: (Int, ItemReport).self) { group in
+            var next = due.makeIterator()
+            func startNext() {
+                guard let (position, change) = next.next() else { return }
+                group.addTask { (position, try await self.resolveItem(change, run: run)) }
+            }
+            for _ in 0..<min(options.concurrency, due.count) { startNext() }
+            while let (position, report) = try await group.next() {
+                reports[position] = report
+                startNext()
+            }
+        }
+        return ResolutionReport(items: reports.compactMap { $0 })
+    }
+
+    /// Puts dead-lettered (or backing-off) items back into automatic retries: appends
+    /// `retryRequested` for each (all pending items when `cipherIds` is nil).
+    public func retryDeadLetters(userId: String, cipherIds: [String]? = nil) throws {
+        let projection = try store.projection(userId: userId)
+        let targets = projection.pending.values
+            .filter { cipherIds?.contains($0.cipherId) ?? ($0.isDeadLetter || $0.nextRetryAt != nil) }
+            .sorted { $0.cipherId < $1.cipherId }
+        guard !targets.isEmpty else { return }
+        let at = now
+        try store.append(userId: userId, events: targets.map {
+            .init(cipherId: $0.cipherId, type: .retryRequested, body: .outcome(OutcomeBody(at: at, reason: "retry requested")))
+        })
+    }
+
+    /// Pending items, dead letters and retry times of `userId` (needs the vault unlocked).
+    public func status(userId: String) throws -> [PendingChange] {
+        try store.projection(userId: userId).pending.values.sorted { ($0.versionSequences.first ?? 0) < ($1.versionSequences.first ?? 0) }
+    }
+
+    // MARK: One item
+
+    struct RunContext: Sendable {
+        let userId: String
+        let userKey: SymmetricCryptoKey
+        let index: ServerIndex
+    }
+
+    /// One item's state during a run: its pending change and the steps recorded so far.
+    struct Item {
+        let change: PendingChange
+        var steps: [ResolutionStep]
+        var report: ItemReport
+        var id: String { change.cipherId }
+        var latest: Cipher { change.latest }
+        var latestSequence: UInt64 { change.versionSequences.last ?? 0 }
+    }
+
+    private func resolveItem(_ change: PendingChange, run: RunContext) async throws -> ItemReport {
+        var item = Item(change: change, steps: change.steps,
+                        report: ItemReport(cipherId: change.cipherId, changeType: change.changeType, outcome: .failed))
+        do {
+            switch change.changeType {
+            case .create: item.report.outcome = try await resolveCreate(&item, run: run)
+            case .update: item.report.outcome = try await resolveUpdate(&item, serverId: change.cipherId,
+                                                                         base: change.originalRevisionDate, run: run)
+            case .softDelete, .hardDelete: item.report.outcome = try await resolveDelete(&item, run: run)
+            }
+            return item.report
+        } catch let interruption as any ResolutionInterruption {
+            throw interruption
+        } catch {
+            return try await recordFailure(&item, error: error, run: run)
+        }
+    }
+
+    private func recordFailure(_ item: inout Item, error: any Error, run: RunContext) async throws -> ItemReport {
+        let at = now
+        let stale = error is StaleRetriesExhausted
+        let attempt = stale ? item.change.attempts : item.change.attempts + 1
+        let deadLetter = !stale && attempt >= options.maxAttempts
+        let nextRetry: BitwardenDate? = deadLetter ? nil : (stale ? at : BitwardenDate(at.date.addingTimeInterval(backoff(attempt: attempt))))
+        logger.warning("resolution failed", metadata: ["cipher": "\(item.id)", "attempt": "\(attempt)",
+                                                       "deadLetter": "\(deadLetter)", "error": "\(error)"])
+        try await record(&item, .resolutionFailed, OutcomeBody(
+            at: at, reason: "\(error)", attempt: attempt, nextRetryAt: nextRetry, deadLetter: deadLetter), run: run)
+        item.report.outcome = deadLetter ? .deadLetter : .failed
+        item.report.error = "\(error)"
+        item.report.nextRetryAt = nextRetry
+        return item.report
+    }
+
+    /// Seconds until the next attempt after `attempt` failures.
+    func backoff(attempt: Int) -> TimeInterval {
+        let exponential = min(options.backoffMax, options.backoffBase * pow(2, Double(max(0, attempt - 1))))
+        let bytes = store.dependencies.random.bytes(2)
+        let unit = Double(UInt16(bytes[0]) << 8 | UInt16(bytes[1])) / Double(UInt16.max)
+        return exponential * (1 + options.jitter * unit)
+    }
+
+    // MARK: Create
+
+    private func resolveCreate(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
+        // An earlier attempt already created it: continue as an update of the server copy.
+        if let mapped = item.steps.last(where: { $0.type == .idMapped })?.outcome, let serverId = mapped.serverId {
+            return try await resolveUpdate(&item, serverId: serverId, base: mapped.revisionDate, run: run)
+        }
+        // A create whose response was lost (here or in the repository) is on the server under
+        // one of these unique encrypted names.
+        var markers = plannedMarkers(item, purpose: "create")
+        if let first = item.change.versionSequences.first,
+           let name = try store.event(at: first, userId: run.userId)?.operation?.cipher.name { markers.append(name) }
+        if let name = item.latest.name { markers.append(name) }
+        if let found = try await run.index.find(markers) {
+            return try await adoptCreated(&item, found, purpose: "create", run: run)
+        }
+        _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
+        let created = try await createOnce(&item, purpose: "create", payload: item.latest, run: run)
+        return try await adoptCreated(&item, created, purpose: "create", run: run)
+    }
+
+    /// Records the server id of a created (or found) copy; finishes the item when the copy
+    /// holds the latest version, else pushes the later edits as an update.
+    private func adoptCreated(_ item: inout Item, _ created: Cipher, purpose: String, run: RunContext) async throws -> ItemReport.Outcome {
+        guard let serverId = created.id else { throw ServerFailure(.unavailable, "the server answered a create without an id") }
+        item.report.serverId = serverId
+        let mappedType: VaultEventType = purpose == "recreate" ? .recreated : .idMapped
+        let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: purpose)
+        guard let name = item.latest.name, created.name == name else {
+            // Edited after the create was sent: the copy on the server is older.
+            try await record(&item, .idMapped, mapped, run: run)
+            return try await resolveUpdate(&item, serverId: serverId, base: created.revisionDate, run: run)
+        }
+        var events: [(VaultEventType, OutcomeBody)] = [(.idMapped, mapped)]
+        if mappedType == .recreated { events.insert((.recreated, mapped), at: 0) }
+        events.append((.resolved, OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: purpose)))
+        try await record(&item, events, local: replacing(item.id, with: created), run: run)
+        return purpose == "recreate" ? .recreated : .created
+    }
+
+    // MARK: Update
+
+    struct StaleRetriesExhausted: Error, CustomStringConvertible {
+        let cipherId: String
+        let attempts: Int
+        var description: String {
+            "item \(cipherId) kept changing on the server (\(attempts) 'out of date' answers in a row); it stays pending and is retried on the next sync"
+        }
+    }
+
+    private func resolveUpdate(_ item: inout Item, serverId: String, base: BitwardenDate?, run: RunContext) async throws -> ItemReport.Outcome {
+        var staleAnswers = 0
+        while true {
+            let serverCopy: Cipher
+            do {
+                serverCopy = try await server.getCipher(id: serverId)
+            } catch where error.serverErrorKind == .notFound {
+                return try await recreate(&item, run: run)
+            }
+            let decision = UpdateDecision.decide(
+                latest: item.latest, base: base, localUpdatedAt: item.change.updatedAt,
+                passwordChanges: item.change.offlinePasswordChangeCount, server: serverCopy,
+                softConflictThreshold: options.softConflictPasswordChangeThreshold)
+            switch decision {
+            case .alreadyApplied:
+                try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate,
+                                                               reason: "the server already holds the latest local version")),
+                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: serverCopy), run: run)
+                return .pushed
+
+            case .keepServer(let reason):
+                let backup = try await ensureBackup(&item, of: item.latest, side: .local, timestamp: item.change.updatedAt,
+                                                    sourceRevision: nil, sourceSequence: item.latestSequence, reason: reason, run: run)
+                _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [backup, serverCopy], run: run)
+                try await record(&item, [(.serverCopyKept, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate, reason: reason)),
+                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: serverCopy), run: run)
+                return .serverKept
+
+            case .pushLocal(let backupServer, let reason):
+                var preserved: [Cipher] = []
+                if backupServer, let revision = serverCopy.revisionDate {
+                    preserved.append(try await ensureBackup(&item, of: serverCopy, side: .server, timestamp: revision,
+                                                            sourceRevision: revision, sourceSequence: nil, reason: reason, run: run))
+                }
+                _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: preserved, run: run)
+                var payload = item.latest
+                payload.id = serverId
+                let updated: Cipher
+                do {
+                    updated = try await server.updateCipher(payload, lastKnownRevisionDate: serverCopy.revisionDate)
+                } catch where error.serverErrorKind == .staleRevision {
+                    // Another device wrote between our read and our write: read again, decide again.
+                    staleAnswers += 1
+                    logger.info("server copy changed during resolution; deciding again", metadata: ["cipher": "\(item.id)"])
+                    if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
+                    continue
+                }
+                try options.afterServerEffect?(.updated(cipherId: item.id))
+                try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: updated.revisionDate, reason: reason)),
+                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: updated), run: run)
+                return .pushed
+            }
+        }
+    }
+
+    /// The server lost the item (404): create the local version again, under a new id.
+    private func recreate(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
+        if let found = try await run.index.find(plannedMarkers(item, purpose: "recreate")) {
+            return try await adoptCreated(&item, found, purpose: "recreate", run: run)
+        }
+        _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
+        let created = try await createOnce(&item, purpose: "recreate", payload: item.latest, run: run)
+        return try await adoptCreated(&item, created, purpose: "recreate", run: run)
+    }
+
+    // MARK: Delete
+
+    private func resolveDelete(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
+        let permanent = item.change.changeType == .hardDelete
+        let id = item.id
+        var staleAnswers = 0
+        while true {
+            let serverCopy: Cipher
+            do {
+                serverCopy = try await server.getCipher(id: id)
+            } catch where error.serverErrorKind == .notFound {
+                try await record(&item, [(.cleanedUp, OutcomeBody(at: now, reason: "the server no longer has the item")),
+                                         (.resolved, OutcomeBody(at: now))],
+                                 local: [.delete(cipherId: id)], run: run)
+                return .cleanedUp
+            }
+            switch DeleteDecision.decide(changeType: item.change.changeType, latest: item.latest, base: item.change.originalRevisionDate,
+                                         hasEdits: item.change.hasEdits, server: serverCopy) {
+            case .alreadyApplied:
+                try await record(&item, [(.deleteApplied, OutcomeBody(at: now, revisionDate: serverCopy.revisionDate,
+                                                                       reason: "already in the server's trash")),
+                                         (.resolved, OutcomeBody(at: now))],
+                                 local: [.upsert(serverCopy)], run: run)
+                return .deleted
+
+            case .drop:
+                try await record(&item, [(.deleteDropped, OutcomeBody(at: now, revisionDate: serverCopy.revisionDate,
+                                                                      reason: "the server copy changed since the delete; restored locally")),
+                                         (.resolved, OutcomeBody(at: now))],
+                                 local: [.upsert(serverCopy)], run: run)
+                return .deleteDropped
+
+            case .apply(let pushEdits):
+                if pushEdits {
+                    // Edits made before the soft delete: the server keeps them in its trash.
+                    var payload = item.latest
+                    payload.id = id
+                    do {
+                        _ = try await server.updateCipher(payload, lastKnownRevisionDate: serverCopy.revisionDate)
+                    } catch where error.serverErrorKind == .staleRevision {
+                        staleAnswers += 1
+                        if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: id, attempts: staleAnswers) }
+                        continue
+                    }
+                    try options.afterServerEffect?(.updated(cipherId: id))
+                }
+                if permanent { try await server.deleteCipher(id: id) } else { try await server.softDeleteCipher(id: id) }
+                try options.afterServerEffect?(.deleted(cipherId: id, permanent: permanent))
+                try await record(&item, [(.deleteApplied, OutcomeBody(at: now, reason: permanent ? "permanently deleted" : "moved to the trash")),
+                                         (.resolved, OutcomeBody(at: now))],
+                                 local: permanent ? [.delete(cipherId: id)] : [], run: run)
+                return .deleted
+            }
+        }
+    }
+
+    // MARK: Backups and idempotent creates
+
+    /// Makes sure a backup of `source` exists on the server: skipped when one of the same
+    /// version was recorded, adopted when an earlier uncertain POST did reach the server.
+    private func ensureBackup(_ item: inout Item, of source: Cipher, side: ConflictSide, timestamp: BitwardenDate,
+                              sourceRevision: BitwardenDate?, sourceSequence: UInt64?, reason: String,
+                              run: RunContext) async throws -> Cipher {
+        let sameVersion = { (o: OutcomeBody) in o.backupOf == side && o.sourceRevisionDate == sourceRevision && o.sourceSequence == sourceSequence }
+        if let done = item.steps.last(where: { $0.type == .backupCreated && $0.outcome.purpose == "backup" && sameVersion($0.outcome) }),
+           let copy = done.outcome.cipher {
+            return copy
+        }
+        let view = try source.decrypt(userKey: run.userKey)
+        var backup = view.withNewCipherKey(random: store.dependencies.random)
+        backup.id = nil
+        backup.name = BackupName.conflict(view.name, at: timestamp)
+        backup.attachments = nil
+        backup.revisionDate = nil
+        backup.creationDate = nil
+        let created = try await createOnce(&item, purpose: "backup", payload: try backup.encrypt(userKey: run.userKey, random: store.dependencies.random),
+                                           side: side, sourceRevision: sourceRevision, sourceSequence: sourceSequence, run: run)
+        var stored = created
+        stored.extra = [:]
+        try await record(&item, .backupCreated, OutcomeBody(
+            at: now, backupId: created.id, backupOf: side, marker: created.name?.serialized, reason: reason,
+            cipher: stored, purpose: "backup", sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
+        item.report.backupIds.append(created.id ?? "")
+        return created
+    }
+
+    /// POSTs `payload` at most once per plan: announces it with `createPlanned` (its encrypted
+    /// name is the marker), and adopts the server's copy when an earlier plan for the same
+    /// purpose and source already reached the server.
+    private func createOnce(_ item: inout Item, purpose: String, payload: Cipher, side: ConflictSide? = nil,
+                            sourceRevision: BitwardenDate? = nil, sourceSequence: UInt64? = nil,
+                            run: RunContext) async throws -> Cipher {
+        let plans = item.steps.filter {
+            $0.type == .createPlanned && $0.outcome.purpose == purpose && $0.outcome.backupOf == side
+                && $0.outcome.sourceRevisionDate == sourceRevision && $0.outcome.sourceSequence == sourceSequence
+        }.compactMap { $0.outcome.marker.flatMap { try? EncString($0) } }
+        if !plans.isEmpty, let found = try await run.index.find(plans) { return found }
+        var toSend = payload
+        toSend.id = nil
+        try await record(&item, .createPlanned, OutcomeBody(
+            at: now, backupOf: side, marker: toSend.name?.serialized, reason: "about to create (\(purpose))",
+            cipher: toSend, purpose: purpose, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
+        let created = try await server.createCipher(toSend)
+        try options.afterServerEffect?(.created(cipherId: item.id, purpose: purpose, serverId: created.id ?? "?"))
+        return created
+    }
+
+    private func plannedMarkers(_ item: Item, purpose: String) -> [EncString] {
+        item.steps.filter { $0.type == .createPlanned && $0.outcome.purpose == purpose }
+            .compactMap { $0.outcome.marker.flatMap { try? EncString($0) } }
+    }
+
+    /// "No password lost": every password typed offline (and the one the first edit replaced)
+    /// that is neither in the latest version (password or its 5-entry history) nor in a copy
+    /// kept on the server (`alsoPreservedBy`) goes into a password-overflow backup, five per
+    /// copy, newest first. Returns the copies made.
+    private func preserveOverflowPasswords(_ item: inout Item, alsoPreservedBy kept: [Cipher], run: RunContext) async throws -> [Cipher] {
+        guard item.change.offlinePasswordChangeCount > 0 else { return [] }
+        var typed: [(password: String, lastUsed: BitwardenDate?)] = []
+        for (index, sequence) in item.change.versionSequences.enumerated() {
+            guard let version = try store.event(at: sequence, userId: run.userId)?.operation else { continue }
+            let view = try version.cipher.decrypt(userKey: run.userKey)
+            if let password = view.login?.password, !password.isEmpty { typed.append((password, version.at)) }
+            if index == 0 { typed += (view.passwordHistory ?? []).compactMap { entry in entry.password.map { ($0, entry.lastUsedDate) } } }
+        }
+        var preserved = Set<String>()
+        for cipher in [item.latest] + kept {
+            let view = try cipher.decrypt(userKey: run.userKey)
+            if let password = view.login?.password { preserved.insert(password) }
+            for entry in view.passwordHistory ?? [] { if let password = entry.password { preserved.insert(password) } }
+        }
+        var overflow: [PasswordHistoryView] = []
+        var seen = preserved
+        for entry in typed.reversed() where seen.insert(entry.password).inserted {
+            overflow.append(PasswordHistoryView(password: entry.password, lastUsedDate: entry.lastUsed))
+        }
+        guard !overflow.isEmpty else { return [] }
+        let latestView = try item.latest.decrypt(userKey: run.userKey)
+        let size = CipherView.maxPasswordHistoryEntries
+        let parts = stride(from: 0, to: overflow.count, by: size).map { Array(overflow[$0..<min($0 + size, overflow.count)]) }
+        var copies: [Cipher] = []
+        for (number, entries) in parts.enumerated() {
+            let purpose = "passwordOverflow-\(number + 1)"
+            if let done = item.steps.last(where: { $0.type == .backupCreated && $0.outcome.purpose == purpose
+                                                    && $0.outcome.sourceSequence == item.latestSequence }),
+               let copy = done.outcome.cipher {
+                copies.append(copy)
+                continue
+            }
+            var copy = latestView.withNewCipherKey(random: store.dependencies.random)
+            copy.id = nil
+            copy.name = BackupName.passwordOverflow(latestView.name, at: item.change.updatedAt, part: number + 1, of: parts.count)
+            copy.attachments = nil
+            copy.revisionDate = nil
+            copy.creationDate = nil
+            copy.passwordHistory = entries
+            let created = try await createOnce(&item, purpose: purpose, payload: try copy.encrypt(userKey: run.userKey, random: store.dependencies.random),
+                                               sourceSequence: item.latestSequence, run: run)
+            var stored = created
+            stored.extra = [:]
+            try await record(&item, .backupCreated, OutcomeBody(
+                at: now, backupId: created.id, backupOf: .local, marker: created.name?.serialized,
+                reason: "\(entries.count) offline password(s) the 5-entry history could not hold",
+                cipher: stored, purpose: purpose, sourceSequence: item.latestSequence), run: run)
+            item.report.backupIds.append(created.id ?? "")
+            copies.append(created)
+        }
+        return copies
+    }
+
+    // MARK: Recording
+
+    /// Local changes that replace the item's local copy (possibly under a temporary id) with
+    /// the server's copy.
+    private func replacing(_ localId: String, with serverCopy: Cipher) -> [LocalChange] {
+        var changes: [LocalChange] = []
+        if serverCopy.id != localId { changes.append(.delete(cipherId: localId)) }
+        changes.append(.upsert(serverCopy))
+        return changes
+    }
+
+    private func record(_ item: inout Item, _ type: VaultEventType, _ body: OutcomeBody, run: RunContext) async throws {
+        try await record(&item, [(type, body)], local: [], run: run)
+    }
+
+    /// Appends outcome events (and local changes) for the item in one durable transaction,
+    /// and remembers them as completed steps for the rest of the run.
+    private func record(_ item: inout Item, _ events: [(VaultEventType, OutcomeBody)], local: [LocalChange], run: RunContext) async throws {
+        let id = item.id
+        let sequences = try await store.appendAsync(
+            userId: run.userId, events: events.map { .init(cipherId: id, type: $0.0, body: .outcome($0.1)) }, localChanges: local)
+        for ((type, body), sequence) in zip(events, sequences) {
+            item.steps.append(ResolutionStep(type: type, sequence: sequence, outcome: body))
+        }
+    }
+}
+
+/// The server's items by encrypted name, fetched at most once per run and only when a
+/// create must be checked for an earlier copy (one `GET /api/sync`).
+actor ServerIndex {
+    let server: any CipherServer
+    private var byName: [EncString: Cipher]?
+
+    init(server: any CipherServer) { self.server = server }
+
+    /// The server copy carrying any of `markers` as its encrypted name.
+    func find(_ markers: [EncString]) async throws -> Cipher? {
+        guard !markers.isEmpty else { return nil }
+        if byName == nil {
+            let snapshot = try await server.sync()
+            var map: [EncString: Cipher] = [:]
+            for cipher in snapshot.ciphers { if let name = cipher.name { map[name] = cipher } }
+            byName = map
+        }
+        for marker in markers { if let found = byName![marker] { return found } }
+        return nil
+    }
+}

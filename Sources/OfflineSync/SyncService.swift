@@ -1,0 +1,103 @@
+import Foundation
+import Logging
+import VaultModel
+
+/// The result of ``SyncService/fetchSync(userId:forceSync:)``.
+public enum SyncResult: Sendable, Equatable {
+    /// The server's items replaced the local store (pending local copies kept).
+    case applied(ciphers: Int, resolution: ResolutionReport?)
+    /// Changes are still pending: the sync was aborted so nothing local is overwritten. The
+    /// reasons are in the log too (`syncAborted`) and in the report.
+    case aborted(pendingCount: Int, reasons: [String], resolution: ResolutionReport?)
+
+    /// True when the server's items were applied.
+    public var isApplied: Bool {
+        if case .applied = self { return true }
+        return false
+    }
+}
+
+/// A full sync that never overwrites a pending local edit (DESIGN §6, seeds' `fetchSync`):
+///
+/// 1. vault locked → no resolution (it needs the keys); the sync itself still runs, and
+///    pending items keep their local copies;
+/// 2. pre-count pending items from headers; if any, resolve them, then count again;
+/// 3. anything still pending → abort, appending `syncAborted` with the count and reasons;
+/// 4. otherwise fetch `/api/sync` and replace the local store, only if the log's last
+///    sequence is still the one seen at the count, checked inside the same write
+///    transaction (closes the seeds' SS-2 race: an edit saved meanwhile is never overwritten).
+///
+/// ```swift
+/// let sync = SyncService(store: store, server: client, resolver: resolver)
+/// switch try await sync.fetchSync(userId: uid) {
+/// case .applied: break
+/// case .aborted(let count, let reasons, _): show("\(count) changes still pending", reasons)
+/// }
+/// ```
+public final class SyncService: Sendable {
+    public let store: VaultLogStore
+    public let server: any CipherServer
+    public let resolver: OfflineSyncResolver
+    public let flags: OfflineSyncFlags
+    let logger: Logger
+
+    public init(store: VaultLogStore, server: any CipherServer, resolver: OfflineSyncResolver,
+                flags: OfflineSyncFlags = OfflineSyncFlags(), logger: Logger = Logger(label: "vaultlog.sync")) {
+        self.store = store
+        self.server = server
+        self.resolver = resolver
+        self.flags = flags
+        self.logger = logger
+    }
+
+    /// How many times a replace is retried when an edit was appended during the fetch.
+    static let maxReplaceAttempts = 3
+
+    /// Resolves pending changes, then syncs unless something is still pending. `forceSync` is
+    /// accepted for the seeds' API; every call fetches (the port has no cheap freshness check).
+    @discardableResult
+    public func fetchSync(userId: String, forceSync: Bool = false) async throws -> SyncResult {
+        let unlocked = store.isUnlocked(userId: userId)
+        var report: ResolutionReport?
+        if unlocked && flags.resolution, try store.pendingCount(userId: userId) > 0 {
+            report = try await resolver.processPendingChanges(userId: userId)
+        }
+        for _ in 0..<Self.maxReplaceAttempts {
+            let (remaining, lastSequence) = try store.log.read { reader in
+                (try VaultLogStore.headerProjection(reader, userId: userId).count, try reader.lastSequence())
+            }
+            if remaining > 0 && unlocked && flags.resolution {
+                return try abort(userId: userId, report: report)
+            }
+            let snapshot = try await server.sync()
+            let event: (type: VaultEventType, body: OutcomeBody)? = unlocked
+                ? (.syncApplied, OutcomeBody(at: BitwardenDate(store.dependencies.now()), pendingCount: remaining)) : nil
+            if try store.replaceCiphers(userId: userId, ciphers: snapshot.ciphers, ifLastSequence: lastSequence, appending: event) {
+                return .applied(ciphers: snapshot.ciphers.count, resolution: report)
+            }
+            logger.info("an edit was saved during the sync; counting again", metadata: ["user": "\(userId)"])
+        }
+        return try abort(userId: userId, report: report, extra: "edits kept arriving during the sync")
+    }
+
+    private func abort(userId: String, report: ResolutionReport?, extra: String? = nil) throws -> SyncResult {
+        guard store.isUnlocked(userId: userId) else {
+            // Locked: no key to read the reasons or seal an event; headers still give the count.
+            let count = try store.pendingCount(userId: userId)
+            return .aborted(pendingCount: count, reasons: [extra ?? "\(count) changes pending"], resolution: report)
+        }
+        let pending = try store.projection(userId: userId).pending.values.sorted { $0.cipherId < $1.cipherId }
+        var reasons = pending.map { change -> String in
+            var text = "\(change.cipherId): \(change.changeType.rawValue) pending"
+            if change.isDeadLetter { text += ", dead letter after \(change.attempts) attempts" }
+            else if let next = change.nextRetryAt { text += ", retry at \(next)" }
+            if let error = change.lastError { text += " (\(error))" }
+            return text
+        }
+        if let extra { reasons.append(extra) }
+        try store.append(userId: userId, cipherId: "", type: .syncAborted, body: .outcome(OutcomeBody(
+            at: BitwardenDate(store.dependencies.now()), reason: reasons.joined(separator: "; "), pendingCount: pending.count)))
+        logger.notice("sync aborted: changes still pending", metadata: ["user": "\(userId)", "pending": "\(pending.count)"])
+        return .aborted(pendingCount: pending.count, reasons: reasons, resolution: report)
+    }
+}
