@@ -111,8 +111,11 @@ public final class VaultRepository: Sendable {
     /// version (the pending snapshot if any, else the local copy) and records whether the
     /// login password changed, by decrypting and comparing in memory.
     @discardableResult
-    public func updateCipher(_ view: CipherView) async throws -> SaveResult {
-        guard let id = view.id else { throw OfflineSyncError.missingCipherId }
+    public func updateCipher(_ original: CipherView) async throws -> SaveResult {
+        guard let rawId = original.id else { throw OfflineSyncError.missingCipherId }
+        let id = try currentId(rawId)
+        var view = original
+        view.id = id
         let userKey = try store.userKey(userId: userId)
         let isOrgCipher = view.organizationId != nil
         let previous = try previousVersion(cipherId: id, userKey: userKey)
@@ -151,6 +154,20 @@ public final class VaultRepository: Sendable {
         return .savedOffline(encrypted, sequence: sequence)
     }
 
+    /// The id an item has now: a temporary id of an item created offline (or the old id of an
+    /// item the resolver re-created) follows the resolver's id map, so a caller still holding
+    /// it edits the server's copy. Needs the vault unlocked.
+    func currentId(_ id: String) throws -> String {
+        let idMap = try store.projection(userId: userId).idMap
+        var current = id
+        // Bounded: each mapping points to a newer server id; a cycle would be a corrupt map.
+        for _ in 0..<8 {
+            guard let next = idMap[current], next != current else { break }
+            current = next
+        }
+        return current
+    }
+
     private func pendingType(_ id: String) throws -> PendingChangeType? {
         try store.pendingFromHeaders(userId: userId).pending[id]
     }
@@ -166,8 +183,11 @@ public final class VaultRepository: Sendable {
 
     /// Moves an item to the trash (`deletedDate` = now).
     @discardableResult
-    public func softDeleteCipher(_ view: CipherView) async throws -> SaveResult {
-        guard let id = view.id else { throw OfflineSyncError.missingCipherId }
+    public func softDeleteCipher(_ original: CipherView) async throws -> SaveResult {
+        guard let rawId = original.id else { throw OfflineSyncError.missingCipherId }
+        let id = try currentId(rawId)
+        var view = original
+        view.id = id
         let userKey = try store.userKey(userId: userId)
         let isOrgCipher = view.organizationId != nil
         var trashed = view
@@ -203,8 +223,8 @@ public final class VaultRepository: Sendable {
     /// Permanently deletes an item; offline, the local copy is removed and a `hardDeleted`
     /// event keeps its last version (so a conflict can still restore or back it up).
     @discardableResult
-    public func deleteCipher(id: String) async throws -> SaveResult {
-        _ = try store.userKey(userId: userId)
+    public func deleteCipher(id rawId: String) async throws -> SaveResult {
+        let id = try currentId(rawId)
         let pendingType = try pendingType(id)
         do {
             guard pendingType != .create else { throw ServerFailure(.unavailable, "item \(id) was never sent to the server") }
