@@ -12,6 +12,10 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     case corruptLocalCipher(cipherId: String, reason: String)
     /// A projection checkpoint could not be decoded.
     case corruptCheckpoint(String)
+    /// No account of this email is stored on this device.
+    case unknownAccount(String)
+    /// A stored account record could not be decoded.
+    case corruptAccount(userId: String, reason: String)
 
     public var description: String {
         switch self {
@@ -23,6 +27,10 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
             return "the item has no id; save it first"
         case .corruptLocalCipher(let cipherId, let reason):
             return "local copy of item \(cipherId) is corrupt (\(reason)); a full sync will replace it"
+        case .unknownAccount(let email):
+            return "no account for \(email) is stored here: log in online once on this device (or unlock with the user key)"
+        case .corruptAccount(let userId, let reason):
+            return "the stored account of user \(userId) is unreadable (\(reason)); log in online again to replace it"
         case .corruptCheckpoint(let reason):
             return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
         }

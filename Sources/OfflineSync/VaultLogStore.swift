@@ -77,6 +77,23 @@ public enum LocalChange: Sendable {
     case delete(cipherId: String)
 }
 
+/// What the store keeps about an account so the vault can be unlocked offline with the master
+/// password (the encrypted user key, never the password or any plaintext key).
+public struct StoredAccount: Codable, Sendable, Equatable {
+    public var userId: String
+    public var email: String
+    public var kdf: KdfConfig
+    /// The user key wrapped by the stretched master key (`Key` of the token response).
+    public var protectedUserKey: EncString
+
+    public init(userId: String, email: String, kdf: KdfConfig, protectedUserKey: EncString) {
+        self.userId = userId
+        self.email = email
+        self.kdf = kdf
+        self.protectedUserKey = protectedUserKey
+    }
+}
+
 /// The keys of an unlocked user.
 struct UnlockedKeys: Sendable {
     let userKey: SymmetricCryptoKey
@@ -97,6 +114,7 @@ public final class VaultLogStore: Sendable {
     /// Injected time, ids and randomness.
     public let dependencies: VaultDependencies
     let ciphers: Database
+    let accounts: Database
     let checkpointInterval: Int
     let logger: Logger
     private let sessions = Mutex<[String: UnlockedKeys]>([:])
@@ -110,6 +128,7 @@ public final class VaultLogStore: Sendable {
         logOptions.random = options.dependencies.random
         log = try EventLogStore(path: path, options: logOptions)
         ciphers = try log.openDatabase("ciphers")
+        accounts = try log.openDatabase("accounts")
         dependencies = options.dependencies
         checkpointInterval = options.checkpointInterval
         logger = options.logger
@@ -141,6 +160,48 @@ public final class VaultLogStore: Sendable {
     public func lock(userId: String) {
         _ = sessions.withLock { $0.removeValue(forKey: userId) }
         _ = projections.withLock { $0.removeValue(forKey: userId) }
+    }
+
+    // MARK: Accounts
+
+    /// Remembers what unlocking `account.userId` with the master password needs (email, KDF,
+    /// protected user key: all safe at rest, as Bitwarden clients store them). Replaces an
+    /// earlier record of the same user.
+    public func saveAccount(_ account: StoredAccount) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let bytes = Array(try encoder.encode(account))
+        try log.write { txn in try txn.transaction.put(accounts, key: Array(account.userId.utf8), value: bytes) }
+    }
+
+    /// Every stored account, by user id order.
+    public func storedAccounts() throws -> [StoredAccount] {
+        try log.read { reader in
+            var out: [StoredAccount] = []
+            try reader.transaction.scan(accounts, from: []) { key, value in
+                do {
+                    out.append(try JSONDecoder().decode(StoredAccount.self, from: Data(value)))
+                } catch {
+                    throw OfflineSyncError.corruptAccount(userId: String(decoding: key, as: UTF8.self), reason: "\(error)")
+                }
+                return true
+            }
+            return out
+        }
+    }
+
+    /// Unlocks the stored account of `email` with its master password and returns its user
+    /// id. Throws ``OfflineSyncError/unknownAccount(_:)`` when no account of that email is
+    /// stored, and `VaultCryptoError.authenticationFailed` for a wrong password.
+    @discardableResult
+    public func unlock(email: String, masterPassword: String) throws -> String {
+        let normalized = email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        guard let account = try storedAccounts().first(where: { $0.email.lowercased() == normalized }) else {
+            throw OfflineSyncError.unknownAccount(email)
+        }
+        try unlock(userId: account.userId, email: account.email, masterPassword: masterPassword,
+                   kdf: account.kdf, protectedUserKey: account.protectedUserKey)
+        return account.userId
     }
 
     /// Whether `userId` is unlocked.
@@ -444,6 +505,7 @@ public final class VaultLogStore: Sendable {
                 return true
             }
             for key in keys { try txn.transaction.delete(ciphers, key: key) }
+            try txn.transaction.delete(accounts, key: Array(userId.utf8))
         }
         lock(userId: userId)
         notifyObservers(userId: userId)
