@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultModel
+@testable import OfflineSync
+
+/// The resolver's decision matrix (DESIGN §6) as a table over the pure decide functions.
+@Suite struct DecisionMatrixTests {
+    static let key = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 77))
+    static let t0 = BitwardenDate(ticksSince1970: 17_672_256_000_000_000)
+    static func at(_ seconds: Int64) -> BitwardenDate { BitwardenDate(ticksSince1970: t0.ticksSince1970 + seconds * 10_000_000) }
+
+    static func cipher(_ name: String, revision: BitwardenDate?, deleted: Bool = false, seed: UInt64) -> Cipher {
+        var view = CipherView(type: .login, name: name, login: LoginView(username: "u", password: "p"))
+        view.revisionDate = revision
+        view.deletedDate = deleted ? revision : nil
+        return try! view.encrypt(userKey: key, random: SeededRandomSource(seed: seed))
+    }
+
+    struct UpdateRow: Sendable, CustomTestStringConvertible {
+        let label: String
+        let base: BitwardenDate?
+        let serverRevision: BitwardenDate
+        let localUpdatedAt: BitwardenDate
+        let passwordChanges: Int
+        let serverHoldsLatest: Bool
+        let expected: String
+        var testDescription: String { label }
+    }
+
+    static let updateRows: [UpdateRow] = [
+        UpdateRow(label: "server unchanged, ≤3 password changes → push", base: at(0), serverRevision: at(0), localUpdatedAt: at(10),
+                  passwordChanges: 3, serverHoldsLatest: false, expected: "push"),
+        UpdateRow(label: "server unchanged, 4 password changes → backup server, push", base: at(0), serverRevision: at(0), localUpdatedAt: at(10),
+                  passwordChanges: 4, serverHoldsLatest: false, expected: "backup+push"),
+        UpdateRow(label: "server changed, local newer → backup server, push", base: at(0), serverRevision: at(5), localUpdatedAt: at(10),
+                  passwordChanges: 0, serverHoldsLatest: false, expected: "backup+push"),
+        UpdateRow(label: "server changed, server newer → backup local, keep server", base: at(0), serverRevision: at(20), localUpdatedAt: at(10),
+                  passwordChanges: 0, serverHoldsLatest: false, expected: "keep"),
+        UpdateRow(label: "server changed, equal times → server wins", base: at(0), serverRevision: at(10), localUpdatedAt: at(10),
+                  passwordChanges: 0, serverHoldsLatest: false, expected: "keep"),
+        UpdateRow(label: "no base revision → no conflict", base: nil, serverRevision: at(20), localUpdatedAt: at(10),
+                  passwordChanges: 0, serverHoldsLatest: false, expected: "push"),
+        UpdateRow(label: "server already holds the latest version → nothing to send", base: at(0), serverRevision: at(30), localUpdatedAt: at(10),
+                  passwordChanges: 5, serverHoldsLatest: true, expected: "applied"),
+    ]
+
+    @Test(arguments: updateRows)
+    func updateDecision(row: UpdateRow) {
+        let latest = Self.cipher("local", revision: row.base, seed: 1)
+        var server = Self.cipher("server", revision: row.serverRevision, seed: 2)
+        if row.serverHoldsLatest { server.name = latest.name }
+        let decision = UpdateDecision.decide(latest: latest, base: row.base, localUpdatedAt: row.localUpdatedAt,
+                                             passwordChanges: row.passwordChanges, server: server, softConflictThreshold: 4)
+        let label: String
+        switch decision {
+        case .alreadyApplied: label = "applied"
+        case .pushLocal(let backup, _): label = backup ? "backup+push" : "push"
+        case .keepServer: label = "keep"
+        }
+        #expect(label == row.expected)
+    }
+
+    struct DeleteRow: Sendable, CustomTestStringConvertible {
+        let label: String
+        let type: PendingChangeType
+        let serverRevision: BitwardenDate
+        let serverTrashed: Bool
+        let hasEdits: Bool
+        let serverHoldsLatest: Bool
+        let expected: DeleteDecision
+        var testDescription: String { label }
+    }
+
+    static let deleteRows: [DeleteRow] = [
+        DeleteRow(label: "soft delete, no conflict", type: .softDelete, serverRevision: at(0), serverTrashed: false, hasEdits: false,
+                  serverHoldsLatest: false, expected: .apply(pushEdits: false)),
+        DeleteRow(label: "soft delete with edits, no conflict → push edits first", type: .softDelete, serverRevision: at(0), serverTrashed: false,
+                  hasEdits: true, serverHoldsLatest: false, expected: .apply(pushEdits: true)),
+        DeleteRow(label: "soft delete, server changed → drop", type: .softDelete, serverRevision: at(5), serverTrashed: false, hasEdits: false,
+                  serverHoldsLatest: false, expected: .drop),
+        DeleteRow(label: "soft delete, already in the server's trash", type: .softDelete, serverRevision: at(5), serverTrashed: true,
+                  hasEdits: false, serverHoldsLatest: false, expected: .alreadyApplied),
+        DeleteRow(label: "soft delete with edits already pushed → delete", type: .softDelete, serverRevision: at(5), serverTrashed: false,
+                  hasEdits: true, serverHoldsLatest: true, expected: .apply(pushEdits: false)),
+        DeleteRow(label: "hard delete, no conflict", type: .hardDelete, serverRevision: at(0), serverTrashed: false, hasEdits: false,
+                  serverHoldsLatest: false, expected: .apply(pushEdits: false)),
+        DeleteRow(label: "hard delete, server changed → drop", type: .hardDelete, serverRevision: at(5), serverTrashed: false, hasEdits: false,
+                  serverHoldsLatest: false, expected: .drop),
+        DeleteRow(label: "hard delete of a trashed item, server changed → drop", type: .hardDelete, serverRevision: at(5), serverTrashed: true,
+                  hasEdits: false, serverHoldsLatest: false, expected: .drop),
+        DeleteRow(label: "hard delete, unmodified local copy equals the server's → delete", type: .hardDelete, serverRevision: at(0),
+                  serverTrashed: false, hasEdits: false, serverHoldsLatest: true, expected: .apply(pushEdits: false)),
+    ]
+
+    @Test(arguments: deleteRows)
+    func deleteDecision(row: DeleteRow) {
+        let latest = Self.cipher("local", revision: Self.at(0), seed: 3)
+        var server = Self.cipher("server", revision: row.serverRevision, deleted: row.serverTrashed, seed: 4)
+        if row.serverHoldsLatest { server.name = latest.name }
+        #expect(DeleteDecision.decide(changeType: row.type, latest: latest, base: Self.at(0), hasEdits: row.hasEdits, server: server) == row.expected)
+    }
+
+    @Test func backupName_usesUTCTimestampOfTheLosingSide() throws {
+        let date = try BitwardenDate("2026-02-18T13:55:26.9876543Z")
+        #expect(BackupName.conflict("Login", at: date) == "Login - 2026-02-18 13:55:26")
+        #expect(BackupName.conflict("", at: date) == "2026-02-18 13:55:26")
+        #expect(BackupName.conflict(nil, at: date) == "2026-02-18 13:55:26")
+        #expect(BackupName.passwordOverflow("Login", at: date, part: 1, of: 1) == "Login - offline passwords 2026-02-18 13:55:26")
+        #expect(BackupName.passwordOverflow("Login", at: date, part: 2, of: 3) == "Login - offline passwords 2026-02-18 13:55:26 (2/3)")
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultModel
+@testable import OfflineSync
+
+/// Resolver flows against the scripted in-memory server (the full seed table runs against the
+/// emulator over HTTP in ResolverTests); these keep the resolver's own bookkeeping honest.
+@Suite struct ResolverSmokeTests {
+    struct Crash: ResolutionInterruption {}
+
+    func resolver(_ h: Harness, configure: (inout ResolverOptions) -> Void = { _ in }) -> OfflineSyncResolver {
+        var options = ResolverOptions()
+        options.concurrency = 1
+        configure(&options)
+        return OfflineSyncResolver(store: h.store, server: h.server, options: options)
+    }
+
+    @Test func offlineCreate_isPostedOnce_andTheTempIdMapped() async throws {
+        let h = try Harness()
+        h.server.fail(with: NotConnectedError())
+        guard case .savedOffline(let saved?, _) = try await h.repository().addCipher(Harness.login("New", password: "pw")) else {
+            Issue.record("expected an offline save"); return
+        }
+        let tempId = try #require(saved.id)
+        let report = try await resolver(h).processPendingChanges(userId: h.userId)
+        #expect(report.items.map(\.outcome) == [.created])
+        let serverId = try #require(report.items.first?.serverId)
+        #expect(h.server.calls.filter { $0 == "create" }.count == 2)   // the failed online try + the resolver's
+        #expect(try h.pending(tempId) == nil)
+        #expect(try h.local(tempId) == nil)
+        #expect(try h.local(serverId) != nil)
+        #expect(try h.store.projection(userId: h.userId).idMap[tempId] == serverId)
+    }
+
+    @Test func crashAfterCreate_retryFindsTheCopyInsteadOfPostingAgain() async throws {
+        let h = try Harness()
+        h.server.fail(with: NotConnectedError())
+        _ = try await h.repository().addCipher(Harness.login("New", password: "pw"))
+        await #expect(throws: Crash.self) {
+            try await resolver(h) { $0.afterServerEffect = { _ in throw Crash() } }.processPendingChanges(userId: h.userId)
+        }
+        let report = try await resolver(h).processPendingChanges(userId: h.userId)
+        #expect(report.items.map(\.outcome) == [.created])
+        #expect(h.server.state.withLock { $0.ciphers.count } == 1)
+        #expect(try h.store.pendingCount(userId: h.userId) == 0)
+    }
+
+    @Test func failingItem_backsOff_thenDeadLetters_andRetryRequestRevivesIt() async throws {
+        let h = try Harness()
+        let view = try await h.seedSynced("Bank")
+        var edited = view
+        edited.login?.password = "pw-1"
+        h.server.fail(with: NotConnectedError())
+        _ = try await h.repository().updateCipher(edited)
+        let r = resolver(h) { $0.maxAttempts = 2; $0.backoffBase = 10; $0.jitter = 0 }
+        h.server.fail(with: NotConnectedError(), times: 10)
+        var report = try await r.processPendingChanges(userId: h.userId)
+        #expect(report.items.map(\.outcome) == [.failed])
+        // Not due yet: skipped without a server call.
+        let callsBefore = h.server.calls.count
+        report = try await r.processPendingChanges(userId: h.userId)
+        #expect(report.items.map(\.outcome) == [.skipped])
+        #expect(h.server.calls.count == callsBefore)
+        h.clock.advance(by: 11)
+        report = try await r.processPendingChanges(userId: h.userId)
+        #expect(report.items.map(\.outcome) == [.deadLetter])
+        #expect(try h.pending(view.id!)?.isDeadLetter == true)
+        h.clock.advance(by: 100_000)
+        #expect(try await r.processPendingChanges(userId: h.userId).items.map(\.outcome) == [.skipped])
+        try r.retryDeadLetters(userId: h.userId)
+        h.server.state.withLock { $0.failures = [] }
+        #expect(try await r.processPendingChanges(userId: h.userId).items.map(\.outcome) == [.pushed])
+        #expect(try h.store.pendingCount(userId: h.userId) == 0)
+    }
+}
