@@ -16,6 +16,10 @@ let package = Package(
                 .product(name: "EventLog", package: "VaultLog"),
                 .product(name: "VaultCrypto", package: "VaultLog"),
                 .product(name: "LMDB", package: "VaultLog"),
+                .product(name: "OfflineSync", package: "VaultLog"),
+                .product(name: "VaultModel", package: "VaultLog"),
+                .product(name: "BitwardenAPI", package: "VaultLog"),
+                .product(name: "BitwardenEmulator", package: "VaultLog"),
             ]
         ),
     ]

@@ -68,7 +68,13 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "log":
     try runLogBench(arguments: Array(arguments.dropFirst()))
+case "resolver":
+    try await runResolverBench(arguments: Array(arguments.dropFirst()))
 default:
-    FileHandle.standardError.write(Data("usage: vaultlog-bench log [--events N] [--batch N] [--body BYTES]\n".utf8))
+    FileHandle.standardError.write(Data("""
+        usage: vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--append-only]
+               vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
+
+        """.utf8))
     exit(2)
 }

@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultModel
+@testable import OfflineSync
+
+/// The seeds' SyncServiceTests table (`001_*.txt` §14) plus the SS-2 race, against the
+/// emulator over loopback HTTP.
+@Suite struct SyncServiceTests {
+    typealias H = ResolverHarness
+
+    /// Another device's item: on the server, not yet in the local store.
+    func itemFromAnotherDevice(_ h: H) throws -> String {
+        let encrypted = try H.login("From elsewhere", password: "x").encrypt(userKey: h.userKey)
+        return h.emulator.insertCipher(userId: h.userId, encrypted).id!
+    }
+
+    @Test func fetchSync_preSyncResolution_triggersPendingChanges() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        try await h.editOffline(view, password: "mine")
+        let other = try itemFromAnotherDevice(h)
+        let result = try await h.syncService().fetchSync(userId: h.userId)
+        #expect(result.isApplied)
+        #expect(try h.pendingCount() == 0)
+        #expect(try h.serverItems(named: "Bank").map { $0.login?.password } == ["mine"])
+        #expect(try h.local(other) != nil)
+        #expect(try h.allEventTypes().last == .syncApplied)
+    }
+
+    @Test func fetchSync_preSyncResolution_skipsWhenVaultLocked() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        try await h.editOffline(view, password: "mine")
+        let other = try itemFromAnotherDevice(h)
+        h.store.lock(userId: h.userId)
+        let result = try await h.syncService().fetchSync(userId: h.userId)
+        #expect(result.isApplied)
+        // Not resolved, and the pending local copy was not replaced by the server's.
+        #expect(try h.store.pendingCount(userId: h.userId) == 1)
+        #expect(try h.store.localCipher(userId: h.userId, id: other) != nil)
+        let localCopy = try #require(try h.store.localCipher(userId: h.userId, id: view.id!))
+        h.store.unlock(userId: h.userId, userKey: h.userKey)
+        #expect(try localCopy.decrypt(userKey: h.userKey).login?.password == "mine")
+        #expect(try h.serverItems(named: "Bank").map { $0.login?.password } == ["pw-0"])
+    }
+
+    @Test func fetchSync_preSyncResolution_noPendingChanges() async throws {
+        let h = try await H.make()
+        _ = try await h.seedSynced("Bank")
+        let other = try itemFromAnotherDevice(h)
+        let result = try await h.syncService().fetchSync(userId: h.userId)
+        guard case .applied(_, let resolution) = result else { Issue.record("expected applied, got \(result)"); return }
+        #expect(resolution == nil)   // the resolver was not called
+        #expect(try h.local(other) != nil)
+        #expect(try h.allEventTypes() == [.syncApplied])
+    }
+
+    @Test func fetchSync_preSyncResolution_abortsWhenPendingChangesRemain() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        try await h.editOffline(view, password: "mine")
+        let other = try itemFromAnotherDevice(h)
+        h.failNext(1, "GET", "/ciphers/\(view.id!)")
+        let result = try await h.syncService().fetchSync(userId: h.userId)
+        guard case .aborted(let count, let reasons, _) = result else { Issue.record("expected an abort, got \(result)"); return }
+        #expect(count == 1)
+        #expect(reasons.first?.contains(view.id!) == true)
+        // Nothing replaced: the other device's item did not arrive, the local edit is intact.
+        #expect(try h.local(other) == nil)
+        #expect(try h.local(view.id!)?.login?.password == "mine")
+        let aborted = try #require(try h.store.events(userId: h.userId).last)
+        #expect(aborted.type == .syncAborted)
+        #expect(aborted.outcome?.pendingCount == 1)
+        #expect(try h.store.projection(userId: h.userId).lastSyncAbort?.pendingCount == 1)
+    }
+
+    @Test func fetchSync_preSyncResolution_resolverThrows_syncFails() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        try await h.editOffline(view, password: "mine")
+        let other = try itemFromAnotherDevice(h)
+        let sync = h.syncService { $0.afterServerEffect = { _ in throw SimulatedCrash() } }
+        await #expect(throws: SimulatedCrash.self) { try await sync.fetchSync(userId: h.userId) }
+        #expect(try h.local(other) == nil)
+    }
+
+    @Test func fetchSync_preSyncResolution_stillResolvesWhenOfflineSyncFlagDisabled() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        try await h.editOffline(view, password: "mine")
+        let result = try await h.syncService(flags: OfflineSyncFlags(offlineChanges: false, resolution: true)).fetchSync(userId: h.userId)
+        #expect(result.isApplied)
+        #expect(try h.pendingCount() == 0)
+        #expect(try h.serverItems(named: "Bank").map { $0.login?.password } == ["mine"])
+    }
+
+    @Test func fetchSync_preSyncResolution_skipsWhenResolutionFlagDisabled() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        try await h.editOffline(view, password: "mine")
+        let result = try await h.syncService(flags: OfflineSyncFlags(offlineChanges: true, resolution: false)).fetchSync(userId: h.userId)
+        #expect(result.isApplied)
+        #expect(try h.pendingCount() == 1)
+        #expect(try h.local(view.id!)?.login?.password == "mine")
+        #expect(try h.serverItems(named: "Bank").map { $0.login?.password } == ["pw-0"])
+    }
+
+    /// SS-2: an edit saved while `/api/sync` is in flight is never overwritten by the replace.
+    @Test func fetchSync_editDuringSync_isNeverOverwritten() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        let server = InterceptingServer(h.client, on: "beforeSync") {
+            _ = try await h.editOffline(view, password: "typed during sync")
+        }
+        let result = try await h.syncService(server: server).fetchSync(userId: h.userId)
+        // The edit made the count non-zero: the retry loop counts again and aborts.
+        guard case .aborted = result else { Issue.record("expected an abort, got \(result)"); return }
+        #expect(try h.local(view.id!)?.login?.password == "typed during sync")
+        #expect(try h.pending(view.id!) != nil)
+    }
+}
