@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+@testable import Replay
+
+/// Every scenario under `Fixtures/scenarios` replays and meets its expectations.
+@Suite struct FixtureReplayTests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Fixtures/scenarios")
+
+    static let scenarioFiles: [String] = {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: fixtures.path)) ?? []
+        return names.filter { $0.hasSuffix(".json") }.sorted()
+    }()
+
+    @Test func thereAreAtLeastFortyScenarios() {
+        #expect(Self.scenarioFiles.count >= 40, "found \(Self.scenarioFiles.count) in \(Self.fixtures.path)")
+    }
+
+    @Test(arguments: scenarioFiles)
+    func scenario_replaysAndMeetsItsExpectations(file: String) async throws {
+        let scenario = try Scenario.load(path: Self.fixtures.appendingPathComponent(file).path)
+        let outcome = try await ScenarioRunner().run(scenario)
+        #expect(outcome.passed, "\(file):\n\(outcome.mismatches.joined(separator: "\n"))")
+    }
+
+    @Test func brokenExpectation_failsWithAReadableDiff() async throws {
+        var scenario = try Scenario.load(path: Self.fixtures.appendingPathComponent("10-update-conflict-server-newer.json").path)
+        scenario.expect.outcomes = ["bank": ["pushed", "resolved"]]
+        scenario.expect.server = ["alice": [ScenarioItemExpectation(name: "Bank", password: "mine")]]
+        let outcome = try await ScenarioRunner().run(scenario)
+        #expect(!outcome.passed)
+        #expect(outcome.mismatches.contains(#"outcomes.bank: expected ["pushed", "resolved"]"#))
+        #expect(outcome.mismatches.contains(#"outcomes.bank:   actual ["backupCreated", "serverCopyKept", "resolved"]"#))
+        #expect(outcome.mismatches.contains(#"server.alice: missing    {name="Bank", password="mine"}"#))
+        #expect(outcome.mismatches.contains { $0.hasPrefix("server.alice: unexpected {name=\"Bank\", password=\"other\"") })
+    }
+
+    @Test func sameScenarioTwice_givesTheSameOutcomes() async throws {
+        let scenario = try Scenario.load(path: Self.fixtures.appendingPathComponent("21-eight-password-changes-none-lost.json").path)
+        let first = try await ScenarioRunner().run(scenario)
+        let second = try await ScenarioRunner().run(scenario)
+        #expect(first.actual == second.actual)
+    }
+
+    @Test func malformedScenario_isRefusedNamingTheFileAndField() throws {
+        let path = NSTemporaryDirectory() + "bad-scenario-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(#"{"format": 1, "name": "x", "steps": [{"ref": "a"}], "expect": {}}"#.utf8).write(to: URL(fileURLWithPath: path))
+        #expect {
+            try Scenario.load(path: path)
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains(path) && text.contains("'do'") && text.contains("steps[0]")
+        }
+    }
+
+    @Test func unknownStep_isABadStepNamingIt() async throws {
+        let scenario = Scenario(name: "bad", steps: [ScenarioStep("teleport")], expect: ScenarioExpectation())
+        await #expect(throws: ReplayError.badStep(index: 0, reason: "unknown action 'teleport'")) {
+            try await ScenarioRunner().run(scenario)
+        }
+    }
+}
