@@ -25,6 +25,10 @@ public struct ScenarioOutcome: Sendable {
     public var itemIds: [String: [String]] = [:]
     /// Each user ref's user id.
     public var userIds: [String: String] = [:]
+    /// The embedded emulator, still running, when the runner was asked to keep it.
+    public var runningServer: BitwardenEmulator?
+    /// The server's base URL.
+    public var serverURL: URL?
 
     public var passed: Bool { mismatches.isEmpty }
 }
@@ -48,6 +52,8 @@ public struct ScenarioRunner: Sendable {
     /// Bitwarden-compatible server whose accounts already exist (the scenario's users must
     /// match them; `fault` steps are refused).
     public var server: ScenarioServer = .embedded
+    /// Leave the embedded emulator running after the run (it is in the outcome).
+    public var keepServerRunning = false
     public var logger = Logger(label: "vaultlog.replay")
 
     public init() {}
@@ -63,7 +69,9 @@ public struct ScenarioRunner: Sendable {
                                           actual: actual, storePath: keepStore ? run.storePath : nil)
             outcome.itemIds = run.itemIds
             outcome.userIds = Dictionary(uniqueKeysWithValues: run.users.map { ($0.ref, $0.userId) })
-            await run.finish()
+            outcome.serverURL = run.serverURL
+            if keepServerRunning { outcome.runningServer = run.emulator }
+            await run.finish(stopServer: !keepServerRunning)
             return outcome
         } catch {
             await run.finish()
@@ -223,9 +231,9 @@ final class Run: @unchecked Sendable {
         return try VaultLogStore(path: path, options: options)
     }
 
-    func finish() async {
+    func finish(stopServer: Bool = true) async {
         store.close()
-        await emulator?.stop()
+        if stopServer { await emulator?.stop() }
         if !runner.keepStore { try? FileManager.default.removeItem(atPath: storePath) }
     }
 
