@@ -304,6 +304,22 @@ public struct LogTransaction {
         try append([event], key: key)[0]
     }
 
+    /// Appends an envelope sealed elsewhere, byte for byte, at its own header's sequence, with
+    /// its index entries (`vaultlog import` of an export). The sequence must be after the
+    /// last one; the bytes are not re-sealed, so they still verify under the original user key.
+    public func appendSealed(_ envelope: Envelope) throws {
+        let sequence = envelope.header.sequence
+        let last = try lastSequence()
+        guard sequence > last else {
+            throw EnvelopeError.malformed(sequence: sequence, reason: "sequence is not after the log's last sequence \(last)")
+        }
+        try transaction.put(store.events, key: sequenceKey(sequence), value: envelope.bytes, flags: .append)
+        try transaction.put(store.index, key: IndexKey.user(envelope.header.userId, sequence), value: [])
+        if !envelope.header.cipherId.isEmpty {
+            try transaction.put(store.index, key: IndexKey.cipher(envelope.header.userId, envelope.header.cipherId, sequence), value: [])
+        }
+    }
+
     /// Batches at least this large are sealed on all cores (sealing is independent per event
     /// once sequences are assigned; smaller batches are not worth the dispatch).
     static let parallelSealThreshold = 64
