@@ -112,10 +112,8 @@ public final class EventLogStore: Sendable {
             let readOnly = options.environment.readOnly
             if readOnly {
                 // A read-only open of a store that never had a write has no databases yet.
-                (events, index, checkpoints, meta) = try environment.read { txn in
-                    (try txn.openDatabase("events", create: false), try txn.openDatabase("index", create: false),
-                     try txn.openDatabase("checkpoints", create: false), try txn.openDatabase("meta", create: false))
-                }
+                let databases = try environment.openExistingDatabases(["events", "index", "checkpoints", "meta"])
+                (events, index, checkpoints, meta) = (databases[0], databases[1], databases[2], databases[3])
             } else {
                 (events, index, checkpoints, meta) = try environment.write { txn in
                     (try txn.openDatabase("events", create: true), try txn.openDatabase("index", create: true),

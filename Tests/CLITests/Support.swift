@@ -143,9 +143,10 @@ final class StoreFixture: Sendable {
                              body: .operation(OperationBody(cipher: cipher, passwordChanged: changed,
                                                             baseRevisionDate: based ? base : nil, at: BitwardenDate(clock.now))))
         }
-        func outcome(_ id: String, _ type: VaultEventType, _ body: OutcomeBody) throws {
+        /// `body` gets the event's time (one minute after the previous event).
+        func outcome(_ id: String, _ type: VaultEventType, _ body: (Date) -> OutcomeBody) throws {
             clock.advance(by: 60)
-            try store.append(userId: Self.userA, cipherId: id, type: type, body: .outcome(body))
+            try store.append(userId: Self.userA, cipherId: id, type: type, body: .outcome(body(clock.now)))
         }
 
         try op(Self.userA, "c-temp", .created, login("Mail", "mail-pw", id: "c-temp"), changed: true, based: false)
@@ -153,13 +154,15 @@ final class StoreFixture: Sendable {
         try op(Self.userA, "server-bank", .updated, login("Bank", "hunter3", id: "server-bank"), changed: true)
         try op(Self.userA, "server-notes", .softDeleted, login("Notes", "n-pw", id: "server-notes", deleted: true), changed: false)
         try op(Self.userA, "server-old", .hardDeleted, login("Old", "o-pw", id: "server-old"), changed: false)
-        try outcome("server-bank", .resolutionFailed,
-                    OutcomeBody(at: BitwardenDate(clock.now), reason: "HTTP 503 Service Unavailable", attempt: 1,
-                                nextRetryAt: BitwardenDate(clock.now.addingTimeInterval(300)), deadLetter: false))
-        try outcome("c-temp", .createPlanned, OutcomeBody(at: BitwardenDate(clock.now), reason: "about to create (create)", purpose: "create"))
-        try outcome("c-temp", .idMapped, OutcomeBody(at: BitwardenDate(clock.now), serverId: "server-mail",
-                                                     revisionDate: BitwardenDate(clock.now), reason: "create"))
-        try outcome("c-temp", .resolved, OutcomeBody(at: BitwardenDate(clock.now), serverId: "server-mail", reason: "create"))
+        try outcome("server-bank", .resolutionFailed) { now in
+            OutcomeBody(at: BitwardenDate(now), reason: "HTTP 503 Service Unavailable", attempt: 1,
+                        nextRetryAt: BitwardenDate(now.addingTimeInterval(300)), deadLetter: false)
+        }
+        try outcome("c-temp", .createPlanned) { OutcomeBody(at: BitwardenDate($0), reason: "about to create (create)", purpose: "create") }
+        try outcome("c-temp", .idMapped) {
+            OutcomeBody(at: BitwardenDate($0), serverId: "server-mail", revisionDate: BitwardenDate($0), reason: "create")
+        }
+        try outcome("c-temp", .resolved) { OutcomeBody(at: BitwardenDate($0), serverId: "server-mail", reason: "create") }
         try op(Self.userB, "b-item", .created, login("Bob's", "b-pw", id: "b-item", key: otherUserKey), changed: true, based: false)
 
         try Self.password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
