@@ -110,7 +110,10 @@ struct StoreInfo: Encodable {
         for user in users {
             Console.out("")
             Console.out("user \(user.userId)")
-            let range = user.firstSequence.map { first in " (seq \(first)–\(user.lastSequence ?? first))" } ?? ""
+            var range = ""
+            if let first = user.firstSequence, let last = user.lastSequence {
+                range = first == last ? " (seq \(first))" : " (seq \(first)–\(last))"
+            }
             for line in Format.table([
                 ["  account", user.emails.isEmpty ? "none stored (unlock with --user-key-file)" : user.emails.joined(separator: ", ")],
                 ["  events", "\(user.eventCount)\(range)"],

@@ -177,7 +177,7 @@ struct PendingReport: Encodable {
                 var facts: [String] = []
                 facts.append(item.originalRevisionDate.map { "based on server revision \($0)" } ?? "no server revision (new item)")
                 facts.append("\(item.offlinePasswordChangeCount ?? 0) offline password change(s)")
-                if let created = item.createdAt, let updated = item.updatedAt {
+                if let created = item.createdAt.map(Format.time(bitwardenText:)), let updated = item.updatedAt.map(Format.time(bitwardenText:)) {
                     facts.append(created == updated ? "edited \(created)" : "edited \(created) … \(updated)")
                 }
                 Console.out("      " + facts.joined(separator: ", "))
@@ -190,7 +190,7 @@ struct PendingReport: Encodable {
                     if item.isDeadLetter == true {
                         line += "; DEAD LETTER: no automatic retries until one is requested"
                     } else if let next = item.nextRetryAt {
-                        line += "; next retry at \(next)"
+                        line += "; next retry at \(Format.time(bitwardenText: next))"
                     }
                     Console.out(line)
                 }
@@ -203,7 +203,7 @@ struct PendingReport: Encodable {
                 for temp in idMap.keys.sorted() { Console.out("    \(temp) → \(idMap[temp]!)") }
             }
             if let abort = user.lastSyncAbort {
-                Console.out("  last sync aborted at \(abort.at): \(abort.pendingCount.map(String.init) ?? "?") pending"
+                Console.out("  last sync aborted at \(Format.time(bitwardenText: abort.at)): \(abort.pendingCount.map(String.init) ?? "?") pending"
                             + (abort.reason.map { " (\($0))" } ?? ""))
             }
         }

@@ -16,7 +16,7 @@ struct Verify: ParsableCommand {
 
         Examples:
           vaultlog verify store
-          vaultlog verify store --email me@example.com --password-file pw.txt || echo damaged
+          vaultlog verify store --email me@example.com --password-file pw.txt
         """
     )
 

@@ -16,7 +16,10 @@ final class TemporaryDirectory: Sendable {
 
     func file(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
 
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+    /// Kept when `VAULTLOG_KEEP_TEMP` is set, to look at a failing test's store by hand.
+    deinit {
+        if ProcessInfo.processInfo.environment["VAULTLOG_KEEP_TEMP"] == nil { try? FileManager.default.removeItem(atPath: path) }
+    }
 }
 
 /// What one run of the binary produced.

@@ -1,4 +1,5 @@
 import Foundation
+import VaultModel
 
 /// Text forms of times and sizes, all UTC so output does not depend on the machine.
 enum Format {
@@ -16,6 +17,13 @@ enum Format {
     static func iso(millis: Int64) -> String {
         let (_, fraction) = split(millis)
         return time(millis: millis).replacingOccurrences(of: " ", with: "T") + String(format: ".%03dZ", fraction)
+    }
+
+    /// `time(millis:)` of a Bitwarden date text (`2026-01-01T10:00:00.0000000Z`); the text
+    /// itself if it does not parse.
+    static func time(bitwardenText text: String) -> String {
+        guard let date = try? BitwardenDate(text) else { return text }
+        return time(date.date)
     }
 
     /// `time(millis:)` of a `Date`.
