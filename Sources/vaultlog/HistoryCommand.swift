@@ -80,8 +80,13 @@ struct History: ParsableCommand {
     static func linkedIds(of cipher: String, user: String, store: VaultLogStore, key: UnlockedUser) throws -> Set<String> {
         var linked: Set<String> = []
         let sealing = key.sealingKey
-        let mappings = try store.log.envelopes(userId: user).filter {
-            $0.header.eventType == VaultEventType.idMapped.rawValue || $0.header.eventType == VaultEventType.recreated.rawValue
+        let mappingTypes: Set<UInt16> = [VaultEventType.idMapped.rawValue, VaultEventType.recreated.rawValue]
+        // Only the mapping events are kept, so memory does not grow with the log.
+        let mappings = try store.log.read { reader in
+            try reader.sequences(userId: user, cipherId: nil).compactMap { sequence -> Envelope? in
+                guard let envelope = try reader.envelope(at: sequence), mappingTypes.contains(envelope.header.eventType) else { return nil }
+                return envelope
+            }
         }
         for envelope in mappings {
             guard let serverId = try? VaultEvent(envelope: envelope, key: sealing).outcome?.serverId else { continue }
