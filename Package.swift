@@ -69,7 +69,7 @@ let package = Package(
         .executableTarget(
             name: "vaultlog",
             dependencies: [
-                "EventLog", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI",
+                "EventLog", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -83,6 +83,12 @@ let package = Package(
         .testTarget(
             name: "BitwardenEmulatorTests",
             dependencies: ["BitwardenEmulator", "BitwardenAPI", "VaultCrypto", "VaultModel"]
+        ),
+        // Runs the built `vaultlog` binary (next to the test bundle after `swift build --build-tests`)
+        // against stores it makes with OfflineSync.
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["OfflineSync", "EventLog", "VaultModel", "VaultCrypto"]
         ),
     ]
 )

@@ -112,10 +112,8 @@ public final class EventLogStore: Sendable {
             let readOnly = options.environment.readOnly
             if readOnly {
                 // A read-only open of a store that never had a write has no databases yet.
-                (events, index, checkpoints, meta) = try environment.read { txn in
-                    (try txn.openDatabase("events", create: false), try txn.openDatabase("index", create: false),
-                     try txn.openDatabase("checkpoints", create: false), try txn.openDatabase("meta", create: false))
-                }
+                let databases = try environment.openExistingDatabases(["events", "index", "checkpoints", "meta"])
+                (events, index, checkpoints, meta) = (databases[0], databases[1], databases[2], databases[3])
             } else {
                 (events, index, checkpoints, meta) = try environment.write { txn in
                     (try txn.openDatabase("events", create: true), try txn.openDatabase("index", create: true),
@@ -302,6 +300,22 @@ public struct LogTransaction {
     @discardableResult
     public func append(_ event: NewEvent, key: SealingKey) throws -> UInt64 {
         try append([event], key: key)[0]
+    }
+
+    /// Appends an envelope sealed elsewhere, byte for byte, at its own header's sequence, with
+    /// its index entries (`vaultlog import` of an export). The sequence must be after the
+    /// last one; the bytes are not re-sealed, so they still verify under the original user key.
+    public func appendSealed(_ envelope: Envelope) throws {
+        let sequence = envelope.header.sequence
+        let last = try lastSequence()
+        guard sequence > last else {
+            throw EnvelopeError.malformed(sequence: sequence, reason: "sequence is not after the log's last sequence \(last)")
+        }
+        try transaction.put(store.events, key: sequenceKey(sequence), value: envelope.bytes, flags: .append)
+        try transaction.put(store.index, key: IndexKey.user(envelope.header.userId, sequence), value: [])
+        if !envelope.header.cipherId.isEmpty {
+            try transaction.put(store.index, key: IndexKey.cipher(envelope.header.userId, envelope.header.cipherId, sequence), value: [])
+        }
     }
 
     /// Batches at least this large are sealed on all cores (sealing is independent per event

@@ -171,7 +171,27 @@ public final class Environment: @unchecked Sendable {
         if create && !options.readOnly {
             return try write { txn in try txn.openDatabase(name, create: true) }
         }
-        return try read { txn in try txn.openDatabase(name, create: false) }
+        return try openExistingDatabases([name])[0]
+    }
+
+    /// Opens databases that must already exist, in a read transaction that is *committed*:
+    /// LMDB closes handles opened in an aborted transaction (which ``read(_:)`` always is),
+    /// so they would be invalid afterwards. This is how a read-only environment opens its databases.
+    public func openExistingDatabases(_ names: [String]) throws -> [Database] {
+        try resizeLock.withReadLock {
+            var raw: OpaquePointer?
+            try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &raw), "mdb_txn_begin (open databases)")
+            let txn = Transaction(raw: raw!, readOnly: true)
+            let databases: [Database]
+            do {
+                databases = try names.map { try txn.openDatabase($0, create: false) }
+            } catch {
+                mdb_txn_abort(txn.raw)
+                throw error
+            }
+            try check(mdb_txn_commit(txn.raw), "mdb_txn_commit (open databases)")
+            return databases
+        }
     }
 
     /// Runs `body` in a read-only transaction. Runs concurrently with other reads and with the

@@ -178,7 +178,7 @@ public final class VaultLogStore: Sendable {
     public func storedAccounts() throws -> [StoredAccount] {
         try log.read { reader in
             var out: [StoredAccount] = []
-            try reader.transaction.scan(accounts, from: []) { key, value in
+            try reader.transaction.scan(accounts) { key, value in  // from the first key: LMDB rejects an empty seek key
                 do {
                     out.append(try JSONDecoder().decode(StoredAccount.self, from: Data(value)))
                 } catch {

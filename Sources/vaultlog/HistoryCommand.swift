@@ -1,0 +1,99 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import OfflineSync
+
+/// `vaultlog history DIR CIPHER`: one item's story, in words.
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Explain every event and outcome of one item, in order, in words.",
+        discussion: """
+        Each line is one event: "seq 12, 2026-01-01 10:00:00: edited offline, password changed \
+        (based on server revision …)", "seq 20, …: backup of the server copy created as <id> \
+        (conflict: …)". With a key the explanation uses the event's body (names, revisions, \
+        errors, retry times); an item created offline is followed under its temporary id and its \
+        server id alike. Without a key only the kind of each event is known.
+
+        Example:
+          vaultlog history store 4f1c2a… --user-key-file user.key
+        """
+    )
+
+    @Argument(help: ArgumentHelp("The store directory (holding data.mdb).", valueName: "dir"))
+    var directory: String
+
+    @Argument(help: ArgumentHelp("The item (cipher id; a temporary id or the server id).", valueName: "cipher-id"))
+    var cipher: String
+
+    @Flag(help: "Show passwords in clear instead of masked.")
+    var reveal = false
+
+    @Flag(help: "Print one JSON object per event (JSON Lines) instead of text.")
+    var json = false
+
+    @OptionGroup(title: "Key (optional)")
+    var key: KeyOptions
+
+    func validate() throws {
+        if cipher.isEmpty { throw ValidationError("give the item's cipher id") }
+    }
+
+    func run() throws {
+        try reportingErrors(storePath: directory) {
+            let store = try StoreAccess.openForReading(directory)
+            defer { store.close() }
+            let unlocked = try key.unlock(store)
+            if unlocked == nil { Console.note(KeyOptions.headersOnlyNote) }
+            var users = try StoreAccess.userIds(store)
+            if let only = unlocked?.userId ?? key.user { users = users.filter { $0 == only } }
+
+            var records: [EventRecord] = []
+            var aliases: Set<String> = [cipher]
+            for user in users {
+                let key = unlocked?.userId == user ? unlocked : nil
+                if let key { aliases.formUnion(try Self.linkedIds(of: cipher, user: user, store: store, key: key)) }
+                let envelopes = try store.log.read { reader in
+                    try aliases.flatMap { try reader.sequences(userId: user, cipherId: $0) }.sorted()
+                        .compactMap { try reader.envelope(at: $0) }
+                }
+                records += envelopes.map { EventRecord(envelope: $0, key: key, reveal: reveal) }
+            }
+            records.sort { $0.sequence < $1.sequence }
+            guard !records.isEmpty else {
+                throw CLIError(.problemsFound, "no events for item \(cipher) in \(directory)"
+                               + (unlocked == nil ? "" : " for user \(unlocked!.userId)")
+                               + "; list items with 'vaultlog events \(directory)'")
+            }
+            if json {
+                for record in records { try Console.json(record) }
+                return
+            }
+            let others = aliases.subtracting([cipher]).sorted()
+            Console.out("history of item \(cipher)" + (others.isEmpty ? "" : " (also known as \(others.joined(separator: ", ")))")
+                        + ", user \(Set(records.map(\.userId)).sorted().joined(separator: ", ")): \(records.count) event(s)")
+            for record in records { Console.out(record.line) }
+        }
+    }
+
+    /// The other ids of the same item: the server id a temporary id was mapped to, or the
+    /// temporary ids mapped to a server id (from `idMapped` and `recreated` bodies).
+    static func linkedIds(of cipher: String, user: String, store: VaultLogStore, key: UnlockedUser) throws -> Set<String> {
+        var linked: Set<String> = []
+        let sealing = key.sealingKey
+        let mappingTypes: Set<UInt16> = [VaultEventType.idMapped.rawValue, VaultEventType.recreated.rawValue]
+        // Only the mapping events are kept, so memory does not grow with the log.
+        let mappings = try store.log.read { reader in
+            try reader.sequences(userId: user, cipherId: nil).compactMap { sequence -> Envelope? in
+                guard let envelope = try reader.envelope(at: sequence), mappingTypes.contains(envelope.header.eventType) else { return nil }
+                return envelope
+            }
+        }
+        for envelope in mappings {
+            guard let serverId = try? VaultEvent(envelope: envelope, key: sealing).outcome?.serverId else { continue }
+            let temporary = envelope.header.cipherId
+            if temporary == cipher { linked.insert(serverId) }
+            if serverId == cipher { linked.insert(temporary) }
+        }
+        return linked.subtracting([cipher])
+    }
+}

@@ -1,0 +1,211 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import OfflineSync
+
+/// `vaultlog pending DIR [--at SEQ]`: what is waiting to reach the server, now or at any
+/// past sequence.
+struct Pending: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the pending changes (the projection), now or as of a past sequence.",
+        discussion: """
+        With a key: for each pending item its change type, name, the server revision the first \
+        offline edit was based on, how many offline edits changed the password, resolution \
+        attempts, the last error, the next retry time, whether it is a dead letter, and the \
+        resolver steps already done; plus the temporary-id map and the last sync abort.
+        Without a key: the pending items and change types from headers alone (what the app \
+        knows while the vault is locked), for every user.
+        --at SEQ shows the state right after event SEQ (time travel).
+
+        Examples:
+          vaultlog pending store
+          vaultlog pending store --email me@example.com --password-stdin --at 120 < pw.txt
+        """
+    )
+
+    @Argument(help: ArgumentHelp("The store directory (holding data.mdb).", valueName: "dir"))
+    var directory: String
+
+    @Option(help: ArgumentHelp("Show the state as of this sequence instead of now.", valueName: "seq"))
+    var at: UInt64?
+
+    @Flag(help: "Show passwords in clear instead of masked.")
+    var reveal = false
+
+    @Flag(help: "Print one JSON document instead of text.")
+    var json = false
+
+    @OptionGroup(title: "Key (optional)")
+    var key: KeyOptions
+
+    func run() throws {
+        try reportingErrors(storePath: directory) {
+            let store = try StoreAccess.openForReading(directory)
+            defer { store.close() }
+            let unlocked = try key.unlock(store)
+            let last = try store.log.lastSequence()
+            let sequence = min(at ?? last, last)
+            let report: PendingReport
+            if let unlocked {
+                let projection = try store.projection(userId: unlocked.userId, at: sequence)
+                report = PendingReport(atSequence: sequence, decrypted: true,
+                                       users: [PendingReport.User(projection, key: unlocked, reveal: reveal)])
+            } else {
+                Console.note(KeyOptions.headersOnlyNote)
+                report = PendingReport(atSequence: sequence, decrypted: false,
+                                       users: try Self.headerProjections(store, upTo: sequence, only: key.user))
+            }
+            if json {
+                try Console.jsonDocument(report)
+            } else {
+                report.printText()
+            }
+        }
+    }
+
+    /// Each user's pending set from headers up to `sequence` (no key needed).
+    static func headerProjections(_ store: VaultLogStore, upTo sequence: UInt64, only: String?) throws -> [PendingReport.User] {
+        var projections: [String: HeaderProjection] = [:]
+        for user in try StoreAccess.userIds(store) where only == nil || only == user {
+            projections[user] = HeaderProjection()
+        }
+        if let only, projections[only] == nil {
+            throw CLIError.usage("the store has no user \(only)")
+        }
+        try store.log.read { reader in
+            try reader.forEachHeader(from: 1, to: sequence) { header in
+                projections[header.userId]?.apply(header)
+                return true
+            }
+        }
+        return projections.keys.sorted().map { user in
+            let pending = projections[user]!.pending
+            return PendingReport.User(userId: user, pendingCount: pending.count,
+                                      pending: pending.keys.sorted().map { PendingReport.Item(cipherId: $0, changeType: pending[$0]!.rawValue) },
+                                      idMap: nil, lastSyncAbort: nil)
+        }
+    }
+}
+
+/// What `pending` prints.
+struct PendingReport: Encodable {
+    var atSequence: UInt64
+    /// Whether bodies were read (a key was given); otherwise only ids and change types are known.
+    var decrypted: Bool
+    var users: [User]
+
+    struct User: Encodable {
+        var userId: String
+        var pendingCount: Int
+        var pending: [Item]
+        /// Temporary id → server id (key only).
+        var idMap: [String: String]?
+        /// The last sync abort (key only): when, why, how many were pending.
+        var lastSyncAbort: SyncAbort?
+
+        init(userId: String, pendingCount: Int, pending: [Item], idMap: [String: String]?, lastSyncAbort: SyncAbort?) {
+            self.userId = userId
+            self.pendingCount = pendingCount
+            self.pending = pending
+            self.idMap = idMap
+            self.lastSyncAbort = lastSyncAbort
+        }
+
+        init(_ projection: Projection, key: UnlockedUser, reveal: Bool) {
+            userId = projection.userId
+            pendingCount = projection.pendingCount
+            pending = projection.pending.keys.sorted().map { Item(projection.pending[$0]!, key: key, reveal: reveal) }
+            idMap = projection.idMap
+            lastSyncAbort = projection.lastSyncAbort.map {
+                SyncAbort(at: $0.at.text, pendingCount: $0.pendingCount, reason: $0.reason)
+            }
+        }
+    }
+
+    struct SyncAbort: Encodable {
+        var at: String
+        var pendingCount: Int?
+        var reason: String?
+    }
+
+    struct Item: Encodable {
+        var cipherId: String
+        var changeType: String
+        var item: ItemSummary?
+        var originalRevisionDate: String?
+        var offlinePasswordChangeCount: Int?
+        var createdAt: String?
+        var updatedAt: String?
+        var versionSequences: [UInt64]?
+        var attempts: Int?
+        var lastError: String?
+        var nextRetryAt: String?
+        var isDeadLetter: Bool?
+        /// Resolver steps already done for this change (type and sequence).
+        var steps: [String]?
+
+        init(cipherId: String, changeType: String) {
+            self.cipherId = cipherId
+            self.changeType = changeType
+        }
+
+        init(_ change: PendingChange, key: UnlockedUser, reveal: Bool) {
+            cipherId = change.cipherId
+            changeType = change.changeType.rawValue
+            item = ItemSummary(change.latest, userKey: key.userKey, reveal: reveal)
+            originalRevisionDate = change.originalRevisionDate?.text
+            offlinePasswordChangeCount = change.offlinePasswordChangeCount
+            createdAt = change.createdAt.text
+            updatedAt = change.updatedAt.text
+            versionSequences = change.versionSequences
+            attempts = change.attempts
+            lastError = change.lastError
+            nextRetryAt = change.nextRetryAt?.text
+            isDeadLetter = change.isDeadLetter
+            steps = change.steps.map { "\($0.type) (seq \($0.sequence))" }
+        }
+    }
+
+    func printText() {
+        for (index, user) in users.enumerated() {
+            if index > 0 { Console.out("") }
+            Console.out("user \(user.userId): \(user.pendingCount) pending as of seq \(atSequence)"
+                        + (decrypted ? "" : " (from headers; details need a key)"))
+            for item in user.pending {
+                Console.out("  \(item.cipherId)  \(item.changeType)" + (item.item.map { "  \($0.text)" } ?? ""))
+                guard decrypted else { continue }
+                var facts: [String] = []
+                facts.append(item.originalRevisionDate.map { "based on server revision \($0)" } ?? "no server revision (new item)")
+                facts.append("\(item.offlinePasswordChangeCount ?? 0) offline password change(s)")
+                if let created = item.createdAt.map(Format.time(bitwardenText:)), let updated = item.updatedAt.map(Format.time(bitwardenText:)) {
+                    facts.append(created == updated ? "edited \(created)" : "edited \(created) … \(updated)")
+                }
+                Console.out("      " + facts.joined(separator: ", "))
+                if let versions = item.versionSequences, !versions.isEmpty {
+                    Console.out("      versions at seq \(versions.map(String.init).joined(separator: ", "))")
+                }
+                if let attempts = item.attempts, attempts > 0 {
+                    var line = "      \(attempts) failed attempt(s)"
+                    if let error = item.lastError { line += ", last error: \(error)" }
+                    if item.isDeadLetter == true {
+                        line += "; DEAD LETTER: no automatic retries until one is requested"
+                    } else if let next = item.nextRetryAt {
+                        line += "; next retry at \(Format.time(bitwardenText: next))"
+                    }
+                    Console.out(line)
+                }
+                if let steps = item.steps, !steps.isEmpty {
+                    Console.out("      steps done: \(steps.joined(separator: ", "))")
+                }
+            }
+            if let idMap = user.idMap, !idMap.isEmpty {
+                Console.out("  id map (temporary → server):")
+                for temp in idMap.keys.sorted() { Console.out("    \(temp) → \(idMap[temp]!)") }
+            }
+            if let abort = user.lastSyncAbort {
+                Console.out("  last sync aborted at \(Format.time(bitwardenText: abort.at)): \(abort.pendingCount.map(String.init) ?? "?") pending"
+                            + (abort.reason.map { " (\($0))" } ?? ""))
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import LMDB
+import OfflineSync
+import VaultCrypto
+
+/// The exit codes every subcommand uses (listed in `Docs/CLI.md`).
+enum ExitStatus: Int32, Sendable {
+    /// Success; for `verify`, the store is intact.
+    case ok = 0
+    /// The command ran and found problems (e.g. `verify` found a damaged event).
+    case problemsFound = 1
+    /// Wrong invocation: unknown option, missing argument, conflicting options.
+    case usage = 2
+    /// No usable key: wrong master password, unknown account, wrong user key, MAC failure.
+    case key = 3
+    /// The store (or a file) cannot be read or written, or is corrupt.
+    case storage = 4
+}
+
+/// A failure to report to the user: a sentence saying what is wrong and what to do, and the
+/// exit code.
+struct CLIError: Error, CustomStringConvertible {
+    let status: ExitStatus
+    let message: String
+
+    init(_ status: ExitStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    var description: String { message }
+
+    static func usage(_ message: String) -> CLIError { CLIError(.usage, message) }
+    static func key(_ message: String) -> CLIError { CLIError(.key, message) }
+    static func storage(_ message: String) -> CLIError { CLIError(.storage, message) }
+
+    /// Maps a library error to a message and exit code. `storePath` names the store the
+    /// command was working on, so LMDB failures can name its `data.mdb`.
+    static func classify(_ error: any Error, storePath: String?) -> CLIError {
+        let dataFile = storePath.map { ($0 as NSString).appendingPathComponent("data.mdb") } ?? "data.mdb"
+        switch error {
+        case let error as CLIError:
+            return error
+        case let error as ValidationError:
+            return .usage(error.message)
+        case let error as EventLogError:
+            switch error {
+            case .storage(_, let lmdb):
+                return lmdbError(lmdb, dataFile: dataFile)
+            default:
+                return .storage("\(dataFile): \(error)")
+            }
+        case let error as LMDBError:
+            return lmdbError(error, dataFile: dataFile)
+        case let error as EnvelopeError:
+            return .storage("\(dataFile): \(error)")
+        case let error as OfflineSyncError:
+            switch error {
+            case .vaultLocked, .unknownAccount: return .key("\(error)")
+            default: return .storage("\(dataFile): \(error)")
+            }
+        case let error as VaultCryptoError:
+            return .key("\(error)")
+        default:
+            return .storage("\(error)")
+        }
+    }
+
+    private static func lmdbError(_ error: LMDBError, dataFile: String) -> CLIError {
+        if error.isInvalidFile || error.isCorrupted {
+            return .storage("\(dataFile): not a readable VaultLog store (\(error.message)); the file is corrupt or not a store: restore it from a backup")
+        }
+        if error.code == -30798 /* MDB_NOTFOUND: a database of the store is missing */ {
+            return .storage("\(dataFile): not a VaultLog store (\(error.operation): a database is missing)")
+        }
+        return .storage("\(dataFile): \(error)")
+    }
+}
+
+/// Runs a subcommand's work: prints any failure as one `error:` line on stderr and turns it
+/// into its documented exit code, so exit codes do not depend on the root command.
+func reportingErrors(storePath: String?, _ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let exit as ExitCode {
+        throw exit
+    } catch {
+        let failure = CLIError.classify(error, storePath: storePath)
+        Console.error("error: \(failure.message)")
+        throw ExitCode(failure.status.rawValue)
+    }
+}
+
+extension AsyncParsableCommand {
+    /// `main()` with the exit codes of `Docs/CLI.md`: argument-parser reports usage errors
+    /// with 64 (`EX_USAGE`); vaultlog documents 2. Everything else is as `main()` does it.
+    static func mainWithDocumentedExitCodes() async -> Never {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            terminate(0)
+        } catch {
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if !message.isEmpty {
+                if code.isSuccess { print(message) } else { Console.error(message) }
+            }
+            terminate(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
+        }
+    }
+}
+
+/// The C `exit`, named apart from `ParsableCommand.exit(withError:)`.
+private func terminate(_ status: Int32) -> Never {
+    exit(status)
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Logging
+
+/// Where the CLI writes: results on stdout, notes, errors and progress on stderr.
+enum Console {
+    /// One line of results.
+    static func out(_ line: String) {
+        print(line)
+    }
+
+    /// One line for the person at the terminal (notes, warnings, errors), never mixed into results.
+    static func error(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// A note about what the output does or does not contain.
+    static func note(_ line: String) {
+        error("note: \(line)")
+    }
+
+    /// Whether stderr is a terminal: progress is shown only then, so logs and pipes stay clean.
+    static var stderrIsTerminal: Bool { isatty(2) == 1 }
+
+    /// One JSON value on one line (JSON Lines), keys sorted so output is stable.
+    static func json(_ value: some Encodable) throws {
+        out(try jsonText(value, pretty: false))
+    }
+
+    /// One JSON document, indented for people who read it too.
+    static func jsonDocument(_ value: some Encodable) throws {
+        out(try jsonText(value, pretty: true))
+    }
+
+    static func jsonText(_ value: some Encodable, pretty: Bool) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted] : [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    /// Library diagnostics (warnings and worse) go to stderr, never to stdout.
+    static func logger(_ label: String) -> Logger {
+        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .warning
+        return logger
+    }
+}
+
+/// A progress line on stderr for long work, shown only when stderr is a terminal and
+/// redrawn at most every 1/10 s.
+final class ProgressLine {
+    private let label: String
+    private let enabled: Bool
+    private var lastDraw = Date.distantPast
+    private var drawn = false
+
+    init(_ label: String, enabled: Bool = Console.stderrIsTerminal) {
+        self.label = label
+        self.enabled = enabled
+    }
+
+    func update(_ done: Int, of total: Int) {
+        guard enabled else { return }
+        let now = Date()
+        guard done >= total || now.timeIntervalSince(lastDraw) >= 0.1 else { return }
+        lastDraw = now
+        drawn = true
+        let percent = total > 0 ? done * 100 / total : 100
+        FileHandle.standardError.write(Data("\r\(label) \(done)/\(total) events (\(percent)%)\u{1B}[K".utf8))
+    }
+
+    /// Ends the line so later output starts on a fresh one.
+    func finish() {
+        guard enabled, drawn else { return }
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+}

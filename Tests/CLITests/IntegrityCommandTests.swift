@@ -1,0 +1,309 @@
+import EventLog
+import Foundation
+import OfflineSync
+import Testing
+import VaultCrypto
+import VaultModel
+
+/// `verify`, `export`/`import` and `decrypt`, through the built binary.
+@Suite("vaultlog integrity commands")
+struct IntegrityCommandTests {
+    let fixture = StoreFixture.shared
+
+    // MARK: verify
+
+    @Test func verify_cleanStore_withKey_exits0AndAuthenticates() throws {
+        let result = try CLI.run(["verify", fixture.store, "--json"] + fixture.passwordArgs)
+        #expect(result.status == 0, "\(result)")
+        let document = try result.jsonDocument()
+        #expect(document["clean"] as? Bool == true)
+        #expect(document["eventsChecked"] as? Int == 10)
+        #expect(document["eventsAuthenticated"] as? Int == 9, "user A's nine events")
+        #expect(document["usersWithoutKey"] as? [String] == ["user-b"])
+    }
+
+    @Test func verify_withoutKey_saysMacsWereNotChecked() throws {
+        let result = try CLI.run(["verify", fixture.store])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.contains("OK: no problems found"))
+        #expect(result.stdout.contains("MACs not checked for user(s) user-a, user-b"))
+    }
+
+    @Test func verify_flippedByteInEnvelopeBody_exits1NamingTheSequence() throws {
+        let copy = TemporaryDirectory("vaultlog-corrupt")
+        try fixture.copyStore(to: copy.path)
+        let target = try #require(try StoreFixture.envelopes(of: fixture.store).first { $0.header.sequence == 3 })
+        try flipByte(ofEnvelope: target.bytes, inDataFileOf: copy.path)
+
+        let result = try CLI.run(["verify", copy.path] + fixture.passwordArgs)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stdout.contains("PROBLEMS: 1 problem(s) at sequence(s) 3"), "\(result)")
+        #expect(result.stdout.contains("seq 3: failed authentication"))
+
+        let json = try CLI.run(["verify", copy.path, "--json", "--user-key-file", fixture.userKeyFile, "--user", "user-a"])
+        #expect(json.status == 1, "\(json)")
+        #expect(try json.jsonDocument()["damagedSequences"] as? [Int] == [3])
+    }
+
+    @Test func events_onCorruptedCopy_exits4NamingTheEvent() throws {
+        let copy = TemporaryDirectory("vaultlog-corrupt")
+        try fixture.copyStore(to: copy.path)
+        let target = try #require(try StoreFixture.envelopes(of: fixture.store).first { $0.header.sequence == 3 })
+        try flipByte(ofEnvelope: target.bytes, inDataFileOf: copy.path)
+
+        let result = try CLI.run(["pending", copy.path] + fixture.passwordArgs)
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("data.mdb"), "\(result)")
+        #expect(result.stderr.contains("event 3"))
+    }
+
+    @Test func notAStore_exits4NamingTheFile() throws {
+        let dir = TemporaryDirectory("vaultlog-garbage")
+        try Data(repeating: 0x5A, count: 16384).write(to: URL(fileURLWithPath: dir.file("data.mdb")))
+        let result = try CLI.run(["info", dir.path])
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("\(dir.path)/data.mdb"))
+    }
+
+    /// Flips one ciphertext byte of every stored copy of `envelope` in `data.mdb`.
+    private func flipByte(ofEnvelope envelope: [UInt8], inDataFileOf dir: String) throws {
+        let path = (dir as NSString).appendingPathComponent("data.mdb")
+        var data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let headerLength = Int(envelope[1])
+        let offsetInEnvelope = headerLength + 16 + 32 + 5 // a ciphertext byte
+        var flipped = 0
+        var start = 0
+        while start + envelope.count <= data.count {
+            if data[start] == envelope[0], data[start..<start + envelope.count].elementsEqual(envelope) {
+                data[start + offsetInEnvelope] ^= 0x01
+                flipped += 1
+                start += envelope.count
+            } else {
+                start += 1
+            }
+        }
+        try #require(flipped > 0, "the envelope was not found in data.mdb")
+        try Data(data).write(to: URL(fileURLWithPath: path))
+    }
+
+    // MARK: export / import
+
+    @Test func exportImport_roundTrip_isByteIdenticalAndVerifiesClean() throws {
+        let work = TemporaryDirectory("vaultlog-export")
+        let file = work.file("log.jsonl")
+        let export = try CLI.run(["export", fixture.store, "--out", file])
+        #expect(export.status == 0, "\(export)")
+
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 11, "metadata + one line per envelope")
+        let metadata = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        #expect(metadata["format"] as? String == "vaultlog-export")
+        #expect(metadata["version"] as? Int == 1)
+        #expect(metadata["eventCount"] as? Int == 10)
+
+        let copy = work.file("copy")
+        let imported = try CLI.run(["import", file, copy])
+        #expect(imported.status == 0, "\(imported)")
+        #expect(imported.stdout.contains("verify: OK"))
+
+        let original = try StoreFixture.envelopes(of: fixture.store)
+        let restored = try StoreFixture.envelopes(of: copy)
+        #expect(original.count == 10)
+        #expect(restored.map(\.bytes) == original.map(\.bytes), "every envelope byte-identical")
+        #expect(restored.map(\.header) == original.map(\.header))
+
+        // The copy verifies clean with the MACs, unlocked by the account carried in the export.
+        let verify = try CLI.run(["verify", copy, "--json"] + fixture.passwordArgs)
+        #expect(verify.status == 0, "\(verify)")
+        #expect(try verify.jsonDocument()["eventsAuthenticated"] as? Int == 9)
+    }
+
+    @Test func export_toStdout_isJSONLines() throws {
+        let result = try CLI.run(["export", fixture.store])
+        #expect(result.status == 0, "\(result)")
+        let lines = try result.jsonLines()
+        #expect(lines.count == 11)
+        #expect(lines.dropFirst().map { $0["sequence"] as? Int } == Array(1...10))
+        #expect(lines.dropFirst().allSatisfy { ($0["envelope"] as? String).flatMap { Data(base64Encoded: $0) } != nil })
+    }
+
+    @Test func import_malformedLine_isRefusedWithItsLineNumber() throws {
+        let work = TemporaryDirectory("vaultlog-import")
+        let file = work.file("log.jsonl")
+        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
+        var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        lines[2] = lines[2].replacingOccurrences(of: "\"envelope\":\"", with: "\"envelope\":\"!!")
+        try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+
+        let target = work.file("copy")
+        let result = try CLI.run(["import", file, target])
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("line 3:"), "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: target), "nothing is created for a refused file")
+    }
+
+    @Test func import_truncatedFile_isRefused() throws {
+        let work = TemporaryDirectory("vaultlog-import")
+        let file = work.file("log.jsonl")
+        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        try (lines.dropLast(2).joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try CLI.run(["import", file, work.file("copy")])
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("announces 10 event(s) but the file has 8"))
+    }
+
+    @Test func import_intoNonEmptyStore_isRefusedAndChangesNothing() throws {
+        let work = TemporaryDirectory("vaultlog-import")
+        let file = work.file("log.jsonl")
+        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
+        let store = work.file("existing")
+        try fixture.copyStore(to: store)
+        let before = try Data(contentsOf: URL(fileURLWithPath: store + "/data.mdb"))
+
+        let result = try CLI.run(["import", file, store])
+        #expect(result.status == 2, "\(result)")
+        #expect(result.stderr.contains("already holds a store with 10 event(s)"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: store + "/data.mdb")) == before)
+    }
+
+    @Test func import_withWrongKey_exits3AndImportsNothing() throws {
+        let work = TemporaryDirectory("vaultlog-import")
+        let file = work.file("log.jsonl")
+        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
+        let target = work.file("copy")
+        let result = try CLI.run(["import", file, target, "--user-key-file", fixture.wrongKeyFile, "--user", "user-a"])
+        #expect(result.status == 3, "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: target))
+    }
+
+    // MARK: decrypt
+
+    static let t1Key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Pw=="
+    static let t1 = "2.2NokAMS6llUxk26oueMqrA==|6k0QD71SJLy2WEBDkV4esiTrgkP/z7eoSedSesGLGYE=|PE4sb0jpAwZW+tnyPuW43eeWvSxjvdw3xMJlPGbDlYI="
+    static let t2Key = "sJnO8rVi0dTwND43n0T9x7665s8mVUYNAaJ4nm7gx1iia1I7947URL60nwfIHaf9QJePO4VkNN0oT9jh4iC6aA=="
+    static let t2Bytes = "2.kTtIypq9OLzd5iMMbU11pQ==|J4i3hTtGVdg7EZ+AQv/ujg==|QJpSpotQVpIW8j8dR/8l015WJzAIxBaOmrz4Uj/V1JA="
+    static let t2Text = "2.fkvl0+sL1lwtiOn1eewsvQ==|dT0TynLl8YERZ8x7dxC+DQ==|cWhiRSYHOi/AA2LiV/JBJWbO9C7pbUpOM6TMAcV47hE="
+
+    @Test func decrypt_bitwardenVectorT1_printsPlaintext() throws {
+        let result = try CLI.run(["decrypt", "--key", Self.t1Key, Self.t1])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout == "Bitwarden SDK test vector\n")
+    }
+
+    @Test func decrypt_bitwardenVectorT2_text() throws {
+        let result = try CLI.run(["decrypt", "--key", Self.t2Key, Self.t2Text])
+        #expect(result.stdout == "Hello, World!\n", "\(result)")
+    }
+
+    @Test func decrypt_bitwardenVectorT2_base64OfRawBytes() throws {
+        let result = try CLI.run(["decrypt", "--key", Self.t2Key, "--base64", Self.t2Bytes])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout == Data([1, 2, 3, 4, 5]).base64EncodedString() + "\n")
+    }
+
+    @Test func decrypt_wrongKey_exits3WithMacMessage() throws {
+        let result = try CLI.run(["decrypt", "--key", Self.t2Key, Self.t1])
+        #expect(result.status == 3, "\(result)")
+        #expect(result.stderr.contains("MAC check failed"))
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test func decrypt_badInput_isUsageError() throws {
+        #expect(try CLI.run(["decrypt", "--key", "AAAA", Self.t1]).status == 2)
+        #expect(try CLI.run(["decrypt", "--key", Self.t1Key, "not-an-encstring"]).status == 2)
+        #expect(try CLI.run(["decrypt", Self.t1]).status == 2)
+    }
+}
+
+/// One event of every `VaultEventType`, so every explanation is exercised.
+@Suite("vaultlog explains every event type")
+struct EventTypeExplanationTests {
+    /// The phrase each type's explanation must contain when the body is known.
+    static let expected: [VaultEventType: String] = [
+        .created: "created offline: \"Item\"",
+        .updated: "edited offline, password changed (based on server revision",
+        .softDeleted: "moved to the trash offline (based on server revision",
+        .hardDeleted: "deleted permanently offline (based on server revision",
+        .pushed: "local version pushed to the server as srv-1, new server revision",
+        .idMapped: "temporary id x is now server id srv-1",
+        .backupCreated: "backup of the server copy created as bak-1, server revision 2026-01-01T00:00:00.0000000Z (conflict: server newer)",
+        .serverCopyKept: "the server's copy was kept",
+        .recreated: "re-created from the local copy as srv-2",
+        .deleteApplied: "delete applied on the server (moved to the trash)",
+        .deleteDropped: "delete dropped because the server's copy changed",
+        .cleanedUp: "cleaned up locally",
+        .resolutionFailed: "resolution attempt 5 failed: HTTP 500; dead letter",
+        .resolved: "resolved: nothing pending",
+        .clearedAfterOnlineSuccess: "an online save succeeded",
+        .retryRequested: "put back into automatic retries",
+        .createPlanned: "about to create a backup on the server",
+        .syncAborted: "sync aborted: 3 change(s) still pending (server unreachable)",
+        .syncApplied: "full sync applied",
+    ]
+
+    final class Store: Sendable {
+        let dir = TemporaryDirectory("vaultlog-alltypes")
+        let records: [String: String]
+
+        init() throws {
+            let userKey = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 5))
+            let clock = ManualClock()
+            var options = VaultLogStoreOptions()
+            options.dependencies = .deterministic(seed: 5, clock: clock)
+            let store = try VaultLogStore(path: dir.file("store"), options: options)
+            store.unlock(userId: "u", userKey: userKey)
+            let base = try BitwardenDate("2026-01-01T00:00:00.0000000Z")
+            let at = BitwardenDate(clock.now)
+            let cipher = try CipherView(type: .login, name: "Item", login: LoginView(username: "u", password: "p"))
+                .encrypt(userKey: userKey, random: SeededRandomSource(seed: 6))
+            for type in VaultEventType.allCases {
+                let body: VaultEvent.Body
+                if type.isOperation {
+                    body = .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: type == .created ? nil : base, at: at))
+                } else {
+                    var outcome = OutcomeBody(at: at)
+                    switch type {
+                    case .pushed, .idMapped: outcome.serverId = "srv-1"; outcome.revisionDate = at
+                    case .recreated: outcome.serverId = "srv-2"
+                    case .backupCreated:
+                        outcome.backupId = "bak-1"; outcome.backupOf = .server; outcome.sourceRevisionDate = base
+                        outcome.reason = "conflict: server newer"
+                    case .deleteApplied: outcome.reason = "moved to the trash"
+                    case .resolutionFailed: outcome.attempt = 5; outcome.reason = "HTTP 500"; outcome.deadLetter = true
+                    case .createPlanned: outcome.purpose = "backup"; outcome.cipher = cipher
+                    case .syncAborted: outcome.pendingCount = 3; outcome.reason = "server unreachable"
+                    default: break
+                    }
+                    body = .outcome(outcome)
+                }
+                let userLevel = type == .syncAborted || type == .syncApplied
+                try store.append(userId: "u", cipherId: userLevel ? "" : "x", type: type, body: body)
+            }
+            store.close()
+            try userKey.exportBase64().write(toFile: dir.file("u.key"), atomically: true, encoding: .utf8)
+
+            let result = try CLI.run(["events", dir.file("store"), "--json", "--user-key-file", dir.file("u.key")])
+            guard result.status == 0 else { throw CLIError(result: result) }
+            var records: [String: String] = [:]
+            for line in try result.jsonLines() {
+                records[line["type"] as? String ?? "?"] = line["explanation"] as? String
+            }
+            self.records = records
+        }
+
+        struct CLIError: Error, CustomStringConvertible {
+            let result: RunResult
+            var description: String { "\(result)" }
+        }
+    }
+
+    static let store: Store = try! Store()
+
+    @Test(arguments: VaultEventType.allCases)
+    func everyTypeIsExplainedFromItsBody(type: VaultEventType) throws {
+        let explanation = try #require(Self.store.records[type.description], "no event of type \(type) listed")
+        let phrase = try #require(Self.expected[type])
+        #expect(explanation.contains(phrase), "\(type): \(explanation)")
+    }
+}
