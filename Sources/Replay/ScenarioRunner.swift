@@ -167,7 +167,7 @@ final class Run: @unchecked Sendable {
 
     let scenario: Scenario
     let runner: ScenarioRunner
-    let clock = ManualClock()
+    let clock = OfflineSync.ManualClock()
     let seed: UInt64
     /// The embedded emulator (nil against a remote server).
     let emulator: BitwardenEmulator?
@@ -224,7 +224,7 @@ final class Run: @unchecked Sendable {
         }
     }
 
-    static func openStore(_ path: String, clock: ManualClock, seed: UInt64, realTime: Bool = false) throws -> VaultLogStore {
+    static func openStore(_ path: String, clock: OfflineSync.ManualClock, seed: UInt64, realTime: Bool = false) throws -> VaultLogStore {
         var options = VaultLogStoreOptions()
         // Against a real server, time is the server's: the device uses the real clock too.
         options.dependencies = realTime ? VaultDependencies() : .deterministic(seed: seed, clock: clock)
@@ -432,11 +432,11 @@ final class Run: @unchecked Sendable {
             let (_, id) = try currentId(ref, step: index)
             path.replaceSubrange(open...close, with: id)
         }
-        let method = fault.method ?? "GET"
+        let route = RouteMatcher(method: fault.method, path: path)
         if let n = fault.failNext {
-            emulator.faults.failNext(n, method: method, pathContains: path, status: fault.status ?? 500)
+            emulator.faults.failNext(n, matching: route, with: .status(fault.status ?? 500))
         } else if let n = fault.dropResponseAfterApply {
-            emulator.faults.dropResponseAfterApply(n, method: method, pathContains: path)
+            emulator.faults.dropResponseAfterApplying(next: n, matching: route)
         } else {
             throw ReplayError.badStep(index: index, reason: "a fault needs 'failNext', 'dropResponseAfterApply' or 'clear'")
         }

@@ -140,7 +140,7 @@ import VaultModel
     @Test func applyThenDropResponse_onCreate_makesNoDuplicate() async throws {
         let h = try await H.make()
         let tempId = try await Self.offlineCreate(h, name: "Fresh")
-        h.dropResponseAfterApply(1, "POST", "/ciphers")
+        h.dropResponseAfterApply(1, "POST", "/api/ciphers")
         #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) == [.failed])
         #expect(try h.serverItems(named: "Fresh").count == 1)   // the server did apply it
         h.clock.advance(by: 3600)
@@ -151,7 +151,7 @@ import VaultModel
 
     @Test func applyThenDropResponse_onRepositoryCreate_isFoundByTheResolver() async throws {
         let h = try await H.make()
-        h.dropResponseAfterApply(1, "POST", "/ciphers")
+        h.dropResponseAfterApply(1, "POST", "/api/ciphers")
         let result = try await h.repository().addCipher(H.login("Fresh", password: "pw"))
         #expect(result.isOffline)
         #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) == [.created])
@@ -163,7 +163,7 @@ import VaultModel
         let view = try await h.seedSynced("Bank")
         try await h.editOffline(view, password: "mine")
         try h.anotherDeviceEdits(view.id!) { $0.login?.password = "other" }
-        h.dropResponseAfterApply(1, "POST", "/ciphers")
+        h.dropResponseAfterApply(1, "POST", "/api/ciphers")
         #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) == [.failed])
         h.clock.advance(by: 3600)
         #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) == [.serverKept])
@@ -209,7 +209,7 @@ import VaultModel
         let fine = try await h.seedSynced("Fine")
         try await h.editOffline(stuck, password: "s-1")
         try await h.editOffline(fine, password: "f-1")
-        h.failNext(1000, "GET", "/ciphers/\(stuck.id!)")
+        h.failNext(1000, "GET", "/api/ciphers/\(stuck.id!)")
         let resolver = h.resolver { $0.maxAttempts = 3 }
         var outcomes: [[ItemReport.Outcome]] = []
         for _ in 0..<4 {

@@ -14,7 +14,7 @@ struct SimulatedCrash: ResolutionInterruption {}
 /// hand-moved clock shared by device and server, and seeded ids and IVs.
 final class ResolverHarness: @unchecked Sendable {
     let dir: TemporaryDirectory
-    let clock: ManualClock
+    let clock: OfflineSync.ManualClock
     let emulator: BitwardenEmulator
     let client: BitwardenClient
     let email = "alice@example.com"
@@ -24,7 +24,7 @@ final class ResolverHarness: @unchecked Sendable {
     let seed: UInt64
     private(set) var store: VaultLogStore
 
-    private init(dir: TemporaryDirectory, clock: ManualClock, emulator: BitwardenEmulator, client: BitwardenClient,
+    private init(dir: TemporaryDirectory, clock: OfflineSync.ManualClock, emulator: BitwardenEmulator, client: BitwardenClient,
                  userId: String, userKey: SymmetricCryptoKey, seed: UInt64, store: VaultLogStore) {
         self.dir = dir
         self.clock = clock
@@ -37,7 +37,7 @@ final class ResolverHarness: @unchecked Sendable {
     }
 
     static func make(flavor: EmulatorFlavor = .bitwarden, seed: UInt64 = 1) async throws -> ResolverHarness {
-        let clock = ManualClock()
+        let clock = OfflineSync.ManualClock()
         var configuration = EmulatorConfiguration()
         configuration.flavor = flavor
         configuration.now = { clock.now }
@@ -55,7 +55,7 @@ final class ResolverHarness: @unchecked Sendable {
                                userKey: login.userKey, seed: seed, store: store)
     }
 
-    static func openStore(_ path: String, clock: ManualClock, seed: UInt64) throws -> VaultLogStore {
+    static func openStore(_ path: String, clock: OfflineSync.ManualClock, seed: UInt64) throws -> VaultLogStore {
         var options = VaultLogStoreOptions()
         options.dependencies = .deterministic(seed: seed, clock: clock)
         return try VaultLogStore(path: path, options: options)
@@ -98,8 +98,9 @@ final class ResolverHarness: @unchecked Sendable {
 
     // MARK: Network
 
-    func goOffline() { emulator.faults.setOffline(true) }
-    func goOnline() { emulator.faults.setOffline(false) }
+    /// The server resets every connection (the device's requests fail as "unavailable").
+    func goOffline() { emulator.faults.offline = .resetConnections }
+    func goOnline() { emulator.faults.offline = nil }
 
     // MARK: Items
 
@@ -228,16 +229,16 @@ final class InterceptingServer: CipherServer, Sendable {
 // MARK: Fault injection (one place that speaks the emulator's fault API)
 
 extension ResolverHarness {
-    /// The next `count` requests whose method is `method` and whose path contains `path` fail
-    /// with `status` (the server does nothing).
+    /// The next `count` requests matching `method` and the route pattern `path` (`*` = one
+    /// segment) fail with `status` (the server does nothing).
     func failNext(_ count: Int, _ method: String, _ path: String, status: Int = 500) {
-        emulator.faults.failNext(count, method: method, pathContains: path, status: status)
+        emulator.faults.failNext(count, matching: RouteMatcher(method: method, path: path), with: .status(status))
     }
 
     /// The next `count` matching requests are applied by the server, then the connection is
     /// closed without a response.
     func dropResponseAfterApply(_ count: Int, _ method: String, _ path: String) {
-        emulator.faults.dropResponseAfterApply(count, method: method, pathContains: path)
+        emulator.faults.dropResponseAfterApplying(next: count, matching: RouteMatcher(method: method, path: path))
     }
 
     func clearFaults() { emulator.faults.clear() }

@@ -61,7 +61,7 @@ import VaultModel
         let view = try await h.seedSynced("Bank")
         try await h.editOffline(view, password: "mine")
         let other = try itemFromAnotherDevice(h)
-        h.failNext(1, "GET", "/ciphers/\(view.id!)")
+        h.failNext(1, "GET", "/api/ciphers/\(view.id!)")
         let result = try await h.syncService().fetchSync(userId: h.userId)
         guard case .aborted(let count, let reasons, _) = result else { Issue.record("expected an abort, got \(result)"); return }
         #expect(count == 1)

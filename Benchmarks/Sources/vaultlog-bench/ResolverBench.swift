@@ -77,7 +77,7 @@ private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: 
         }
     }
     try store.append(userId: login.userId, events: events, localChanges: local)
-    emulator.faults.setLatency(fixed: Double(latencyMs) / 1000, jitter: 0)
+    emulator.faults.setLatency(Double(latencyMs) / 1000, jitter: 0)
 
     var options = ResolverOptions()
     options.concurrency = concurrency
