@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test bench-log clean-bench
+.PHONY: deps build test torture bench-log clean-bench
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
 deps:
@@ -19,6 +19,11 @@ build: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+# The long reliability runs: 1,000 SIGKILLs of the writer (make test runs 100).
+torture: deps
+	$(SWIFT) build --build-tests
+	VAULTLOG_KILLS=1000 $(SWIFT) test --skip-build --filter WriterKillTests
 
 # Event-log throughput, release build (1M events by default; EVENTS=N to change).
 bench-log: deps

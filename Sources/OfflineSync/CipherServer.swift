@@ -74,3 +74,19 @@ public protocol CipherServer: Sendable {
     /// `GET /api/sync`.
     func sync() async throws -> SyncSnapshot
 }
+
+/// A server port that is never reachable: every call fails as ``ServerErrorKind/unavailable``,
+/// so every edit is saved offline. For an app in airplane mode, for tools, and for tests.
+public struct UnreachableServer: CipherServer {
+    public init() {}
+
+    private func fail() -> ServerFailure { ServerFailure(.unavailable, "the server is not reachable (offline mode)") }
+
+    public func getCipher(id: String) async throws -> Cipher { throw fail() }
+    public func createCipher(_ cipher: Cipher) async throws -> Cipher { throw fail() }
+    public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher { throw fail() }
+    public func softDeleteCipher(id: String) async throws { throw fail() }
+    public func deleteCipher(id: String) async throws { throw fail() }
+    public func restoreCipher(id: String) async throws -> Cipher { throw fail() }
+    public func sync() async throws -> SyncSnapshot { throw fail() }
+}

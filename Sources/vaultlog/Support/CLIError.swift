@@ -93,6 +93,19 @@ func reportingErrors(storePath: String?, _ body: () throws -> Void) throws {
     }
 }
 
+/// ``reportingErrors(storePath:_:)`` for async work.
+func reportingErrorsAsync(storePath: String?, _ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let exit as ExitCode {
+        throw exit
+    } catch {
+        let failure = CLIError.classify(error, storePath: storePath)
+        Console.error("error: \(failure.message)")
+        throw ExitCode(failure.status.rawValue)
+    }
+}
+
 extension AsyncParsableCommand {
     /// `main()` with the exit codes of `Docs/CLI.md`: argument-parser reports usage errors
     /// with 64 (`EX_USAGE`); vaultlog documents 2. Everything else is as `main()` does it.
