@@ -55,12 +55,17 @@ let package = Package(
         // HTTP: the Bitwarden API client and the Bitwarden-compatible emulator.
         .target(
             name: "BitwardenAPI",
-            dependencies: ["VaultCrypto", "VaultModel", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "OfflineSync", "VaultCrypto", "VaultModel",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "BitwardenEmulator",
             dependencies: [
-                "VaultCrypto",
+                "VaultCrypto", "VaultModel",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -82,7 +87,7 @@ let package = Package(
         .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "VaultModel", "VaultCrypto"]),
         .testTarget(
             name: "BitwardenEmulatorTests",
-            dependencies: ["BitwardenEmulator", "BitwardenAPI", "VaultCrypto", "VaultModel"]
+            dependencies: ["BitwardenEmulator", "BitwardenAPI", "OfflineSync", "VaultCrypto", "VaultModel"]
         ),
         // Runs the built `vaultlog` binary (next to the test bundle after `swift build --build-tests`)
         // against stores it makes with OfflineSync.

@@ -1,0 +1,420 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Logging
+import OfflineSync
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+/// The Bitwarden API over HTTP: login, sync, ciphers and folders. It implements the
+/// ``OfflineSync/CipherServer`` port, and classifies every failure as a
+/// ``BitwardenAPIError`` (see its table) so the repository knows what is "offline".
+///
+/// Safe to share: any number of requests may run at once. A 401 triggers one token refresh
+/// (shared by all requests that saw it) and one retry; a refused refresh is
+/// ``OfflineSync/ServerErrorKind/loginRequired``.
+///
+/// ```swift
+/// let client = BitwardenClient(configuration: .selfHosted(URL(string: "http://127.0.0.1:8080")!))
+/// let login = try await client.login(email: "a@example.com", password: "correct horse")
+/// let snapshot = try await client.sync()
+/// let first = try snapshot.ciphers.first?.decrypt(userKey: login.userKey)
+/// ```
+public final class BitwardenClient: CipherServer, Sendable {
+    private struct State {
+        var configuration: BitwardenClientConfiguration
+        var tokens: TokenSet?
+        var refresh: (generation: Int, task: Task<TokenSet, any Error>)?
+        var generation = 0
+    }
+
+    private let state: Mutex<State>
+    private let session: URLSession
+    private let logger: Logger
+
+    /// Creates a client; nothing is sent until the first call.
+    public init(configuration: BitwardenClientConfiguration) {
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.timeoutIntervalForRequest = configuration.timeout
+        sessionConfiguration.httpMaximumConnectionsPerHost = configuration.maximumConnectionsPerHost
+        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        sessionConfiguration.urlCache = nil
+        sessionConfiguration.httpCookieStorage = nil
+        sessionConfiguration.httpShouldSetCookies = false
+        session = URLSession(configuration: sessionConfiguration)
+        logger = configuration.logger
+        state = Mutex(State(configuration: configuration))
+    }
+
+    deinit {
+        session.invalidateAndCancel()
+    }
+
+    // MARK: Configuration and session
+
+    /// The current endpoints.
+    public var endpoints: BitwardenEndpoints { state.withLock { $0.configuration.endpoints } }
+
+    /// Points the client at other URLs; requests already running finish against the old ones.
+    /// (The demo points it at a closed port to go "offline".)
+    public func setEndpoints(_ endpoints: BitwardenEndpoints) {
+        state.withLock { $0.configuration.endpoints = endpoints }
+        logger.info("bitwarden-api: endpoints changed", metadata: ["endpoints": "\(endpoints)"])
+    }
+
+    /// Points the client at a self-hosted server at `base` (`BASE/api`, `BASE/identity`).
+    public func setBaseURL(_ base: URL) { setEndpoints(.selfHosted(base)) }
+
+    /// The session's tokens, to persist; nil before login.
+    public var tokens: TokenSet? { state.withLock { $0.tokens } }
+
+    /// Restores a saved session (or forgets it, with nil).
+    public func setTokens(_ tokens: TokenSet?) { state.withLock { $0.tokens = tokens } }
+
+    // MARK: Login
+
+    /// Logs in with the master password: prelogin (KDF settings) → master key → master-password
+    /// hash → `POST identity/connect/token` → decrypts the returned protected user key.
+    ///
+    /// - Throws: ``BitwardenAPIError``: `.rejected` for a wrong password (the server's message),
+    ///   `.unavailable` if the server cannot be reached.
+    public func login(email: String, password: String) async throws -> LoginResult {
+        let configuration = state.withLock { $0.configuration }
+        let preloginBody = try JSONSerialization.data(withJSONObject: ["email": email])
+        let preloginData = try await send("POST", .identity, "/accounts/prelogin", body: preloginBody, authorized: false)
+        guard let prelogin = LooseJSON(preloginData), let kdfType = prelogin.int("kdf"), let iterations = prelogin.int("kdfIterations"),
+              let kdf = try? KdfConfig(kdfType: kdfType, iterations: iterations, memoryMiB: prelogin.int("kdfMemory"),
+                                       parallelism: prelogin.int("kdfParallelism")) else {
+            throw malformed("POST identity/accounts/prelogin", "the prelogin reply has no usable kdf/kdfIterations")
+        }
+        let masterKey: MasterKey
+        do {
+            masterKey = try MasterKey.derive(password: password, email: email, kdf: kdf)
+        } catch {
+            throw BitwardenAPIError(kind: .rejected, status: nil, message: "cannot derive the master key: \(error)",
+                                    route: "login")
+        }
+        let form = [
+            ("grant_type", "password"), ("username", email), ("password", masterKey.passwordHash(password: password)),
+            ("scope", "api offline_access"), ("client_id", configuration.clientId),
+            ("deviceType", String(configuration.deviceType)), ("deviceIdentifier", configuration.deviceIdentifier),
+            ("deviceName", configuration.deviceName),
+        ]
+        let route = "POST identity/connect/token"
+        let data = try await send("POST", .identity, "/connect/token", body: Self.formEncode(form),
+                                  contentType: "application/x-www-form-urlencoded; charset=utf-8", authorized: false)
+        guard let reply = LooseJSON(data), let tokens = tokenSet(reply), let keyText = reply.string("Key"),
+              let protectedKey = try? EncString(keyText) else {
+            throw malformed(route, "the token reply lacks access_token, refresh_token or Key")
+        }
+        let userKey: SymmetricCryptoKey
+        do {
+            userKey = try masterKey.decryptUserKey(protectedKey)
+        } catch {
+            throw BitwardenAPIError(kind: .rejected, status: 200, message:
+                "the server's protected user key does not decrypt with this password (\(error)); the account data may be corrupt",
+                route: route)
+        }
+        guard let userId = Self.subject(ofJWT: tokens.accessToken) else {
+            throw malformed(route, "the access token is not a JWT with a 'sub' claim")
+        }
+        state.withLock { $0.tokens = tokens }
+        logger.info("bitwarden-api: logged in", metadata: ["user": "\(userId)"])
+        return LoginResult(userId: userId, email: email, userKey: userKey, kdf: kdf, protectedUserKey: protectedKey,
+                           privateKey: reply.string("PrivateKey").flatMap { try? EncString($0) }, tokens: tokens)
+    }
+
+    /// Drops the session's tokens (local only).
+    public func logout() {
+        state.withLock { $0.tokens = nil }
+    }
+
+    // MARK: CipherServer
+
+    /// `GET /api/ciphers/{id}`.
+    public func getCipher(id: String) async throws -> Cipher {
+        try decode(Cipher.self, try await send("GET", .api, "/ciphers/\(id)"), route: "GET /api/ciphers/\(id)")
+    }
+
+    /// `POST /api/ciphers`. The server ignores any client id and returns the item with its own.
+    public func createCipher(_ cipher: Cipher) async throws -> Cipher {
+        let body = try requestBody(cipher, lastKnownRevisionDate: nil, route: "POST /api/ciphers")
+        return try decode(Cipher.self, try await send("POST", .api, "/ciphers", body: body), route: "POST /api/ciphers")
+    }
+
+    /// `PUT /api/ciphers/{id}` with `lastKnownRevisionDate`; a stale date fails with
+    /// ``OfflineSync/ServerErrorKind/staleRevision``. Returns the item with its new `revisionDate`.
+    public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
+        guard let id = cipher.id else {
+            throw BitwardenAPIError(kind: .rejected, status: nil, message: "the cipher has no server id; create it first",
+                                    route: "PUT /api/ciphers/{id}")
+        }
+        let route = "PUT /api/ciphers/\(id)"
+        let body = try requestBody(cipher, lastKnownRevisionDate: lastKnownRevisionDate, route: route)
+        return try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(id)", body: body), route: route)
+    }
+
+    /// `PUT /api/ciphers/{id}/delete`: moves the item to the trash.
+    public func softDeleteCipher(id: String) async throws {
+        _ = try await send("PUT", .api, "/ciphers/\(id)/delete")
+    }
+
+    /// `DELETE /api/ciphers/{id}`: deletes the item for good.
+    public func deleteCipher(id: String) async throws {
+        _ = try await send("DELETE", .api, "/ciphers/\(id)")
+    }
+
+    /// `PUT /api/ciphers/{id}/restore`: takes the item out of the trash.
+    public func restoreCipher(id: String) async throws -> Cipher {
+        try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(id)/restore"), route: "PUT /api/ciphers/\(id)/restore")
+    }
+
+    /// `GET /api/sync?excludeDomains=true`, reduced to what the local store needs.
+    public func sync() async throws -> SyncSnapshot {
+        let full = try await fullSync()
+        return SyncSnapshot(ciphers: full.ciphers, folderIds: full.folders.map(\.id))
+    }
+
+    // MARK: More API
+
+    /// `GET /api/sync?excludeDomains=true` with profile and folders.
+    public func fullSync() async throws -> SyncResponse {
+        try decode(SyncResponse.self, try await send("GET", .api, "/sync?excludeDomains=true"), route: "GET /api/sync")
+    }
+
+    /// `GET /api/ciphers`: every item of the user.
+    public func ciphers() async throws -> [Cipher] {
+        try decode(ListResponse<Cipher>.self, try await send("GET", .api, "/ciphers"), route: "GET /api/ciphers").data
+    }
+
+    /// `GET /api/folders`.
+    public func folders() async throws -> [Folder] {
+        try decode(ListResponse<Folder>.self, try await send("GET", .api, "/folders"), route: "GET /api/folders").data
+    }
+
+    /// `POST /api/folders` with an encrypted name.
+    public func createFolder(name: EncString) async throws -> Folder {
+        let body = try JSONSerialization.data(withJSONObject: ["name": name.serialized])
+        return try decode(Folder.self, try await send("POST", .api, "/folders", body: body), route: "POST /api/folders")
+    }
+
+    /// `GET /api/accounts/revision-date`: when anything in the account last changed. Compare it
+    /// with the last sync to skip `/sync` when nothing changed.
+    public func revisionDate() async throws -> Date {
+        let route = "GET /api/accounts/revision-date"
+        let data = try await send("GET", .api, "/accounts/revision-date")
+        guard let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+              let milliseconds = Int64(text) else {
+            throw malformed(route, "expected epoch milliseconds")
+        }
+        return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+
+    // MARK: Transport
+
+    enum Service { case api, identity }
+
+    /// Sends one request; on 401 refreshes the token once and retries. Returns the body of a 2xx.
+    func send(_ method: String, _ service: Service, _ path: String, body: Data? = nil,
+              contentType: String = "application/json; charset=utf-8", authorized: Bool = true) async throws -> Data {
+        let (configuration, tokens) = state.withLock { ($0.configuration, $0.tokens) }
+        let base = service == .api ? configuration.endpoints.api : configuration.endpoints.identity
+        let route = "\(method) \(service == .api ? "api" : "identity")\(path.split(separator: "?").first.map(String.init) ?? path)"
+        var accessToken: String?
+        if authorized {
+            guard let tokens else {
+                throw BitwardenAPIError(kind: .loginRequired, status: nil, message: "not logged in; call login(email:password:) first",
+                                        route: route)
+            }
+            accessToken = tokens.expiresAt > configuration.now().addingTimeInterval(30)
+                ? tokens.accessToken : try await refreshedToken(replacing: tokens.accessToken, route: route)
+        }
+        var url = base.absoluteString
+        while url.hasSuffix("/") { url.removeLast() }
+        guard let requestURL = URL(string: url + path) else {
+            throw BitwardenAPIError(kind: .rejected, status: nil, message: "invalid URL \(url + path)", route: route)
+        }
+        for attempt in 0..<2 {
+            var request = URLRequest(url: requestURL, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: configuration.timeout)
+            request.httpMethod = method
+            request.setValue("application/json", forHTTPHeaderField: "Accept")
+            request.setValue(configuration.clientVersion, forHTTPHeaderField: "Bitwarden-Client-Version")
+            request.setValue(String(configuration.deviceType), forHTTPHeaderField: "Device-Type")
+            request.setValue(configuration.clientId, forHTTPHeaderField: "Bitwarden-Client-Name")
+            if let accessToken { request.setValue("Bearer \(accessToken)", forHTTPHeaderField: "Authorization") }
+            if let body {
+                request.httpBody = body
+                request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            }
+            let (data, response) = try await perform(request, route: route)
+            let status = response.statusCode
+            if (200..<300).contains(status) { return data }
+            if status == 401, authorized, attempt == 0 {
+                logger.debug("bitwarden-api: 401, refreshing the token once", metadata: ["route": "\(route)"])
+                accessToken = try await refreshedToken(replacing: accessToken, route: route)
+                continue
+            }
+            let error = status == 401 && authorized
+                ? BitwardenAPIError(kind: .loginRequired, status: 401,
+                                    message: "the server refused the refreshed access token; log in again", route: route)
+                : BitwardenAPIError.fromResponse(status: status, body: data, route: route)
+            logger.debug("bitwarden-api: request failed", metadata: ["route": "\(route)", "error": "\(error)"])
+            throw error
+        }
+        preconditionFailure("unreachable: the loop returns or throws")
+    }
+
+    /// Runs one URLSession task, mapping transport failures to `.unavailable`.
+    private func perform(_ request: URLRequest, route: String) async throws -> (Data, HTTPURLResponse) {
+        let box = TaskBox()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, HTTPURLResponse), any Error>) in
+                let task = session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        let nsError = error as NSError
+                        let reason = nsError.code == URLError.timedOut.rawValue
+                            ? "timed out after \(request.timeoutInterval) s" : error.localizedDescription
+                        continuation.resume(throwing: BitwardenAPIError(
+                            kind: .unavailable, status: nil, message: "cannot reach the server: \(reason) (\(nsError.domain) \(nsError.code))",
+                            route: route))
+                    } else if let http = response as? HTTPURLResponse {
+                        continuation.resume(returning: (data ?? Data(), http))
+                    } else {
+                        continuation.resume(throwing: BitwardenAPIError(kind: .unavailable, status: nil,
+                                                                        message: "no HTTP response", route: route))
+                    }
+                }
+                box.set(task)
+                task.resume()
+            }
+        } onCancel: {
+            box.cancel()
+        }
+    }
+
+    /// A fresh access token: joins a refresh already under way, or starts one. If another
+    /// request already replaced `stale`, returns the newer token without a refresh.
+    private func refreshedToken(replacing stale: String?, route: String) async throws -> String {
+        enum Next { case current(String), wait(Task<TokenSet, any Error>) }
+        let next: Next = try state.withLock { s in
+            guard let tokens = s.tokens else {
+                throw BitwardenAPIError(kind: .loginRequired, status: nil, message: "the session ended; log in again", route: route)
+            }
+            if tokens.accessToken != stale, tokens.expiresAt > s.configuration.now() { return .current(tokens.accessToken) }
+            if let running = s.refresh { return .wait(running.task) }
+            s.generation += 1
+            let generation = s.generation
+            let refreshToken = tokens.refreshToken
+            let task = Task { [self] in
+                defer { state.withLock { if $0.refresh?.generation == generation { $0.refresh = nil } } }
+                return try await performRefresh(refreshToken)
+            }
+            s.refresh = (generation, task)
+            return .wait(task)
+        }
+        switch next {
+        case .current(let token): return token
+        case .wait(let task): return try await task.value.accessToken
+        }
+    }
+
+    private func performRefresh(_ refreshToken: String) async throws -> TokenSet {
+        let clientId = state.withLock { $0.configuration.clientId }
+        let route = "POST identity/connect/token"
+        let data: Data
+        do {
+            data = try await send("POST", .identity, "/connect/token",
+                                  body: Self.formEncode([("grant_type", "refresh_token"), ("client_id", clientId),
+                                                         ("refresh_token", refreshToken)]),
+                                  contentType: "application/x-www-form-urlencoded; charset=utf-8", authorized: false)
+        } catch let error as BitwardenAPIError where error.serverErrorKind != .unavailable {
+            // The server answered and refused: the session is gone. Offline edits stay queued.
+            state.withLock { $0.tokens = nil }
+            logger.warning("bitwarden-api: token refresh refused; the user must log in again", metadata: ["error": "\(error)"])
+            throw BitwardenAPIError(kind: .loginRequired, status: error.status,
+                                    message: "the session expired and could not be renewed (\(error.message)); log in again",
+                                    route: route)
+        }
+        guard let reply = LooseJSON(data), var tokens = tokenSet(reply) else {
+            throw malformed(route, "the refresh reply lacks access_token")
+        }
+        if tokens.refreshToken.isEmpty { tokens.refreshToken = refreshToken }
+        state.withLock { $0.tokens = tokens }
+        logger.debug("bitwarden-api: token refreshed")
+        return tokens
+    }
+
+    // MARK: Helpers
+
+    private func tokenSet(_ reply: LooseJSON) -> TokenSet? {
+        guard let access = reply.string("access_token") else { return nil }
+        let lifetime = reply.int("expires_in") ?? 3600
+        let now = state.withLock { $0.configuration.now() }
+        return TokenSet(accessToken: access, refreshToken: reply.string("refresh_token") ?? "",
+                        expiresAt: now.addingTimeInterval(TimeInterval(lifetime)))
+    }
+
+    private func requestBody(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?, route: String) throws -> Data {
+        do {
+            return try cipher.requestBody(lastKnownRevisionDate: lastKnownRevisionDate)
+        } catch {
+            throw BitwardenAPIError(kind: .rejected, status: nil, message: "cannot encode the cipher: \(error)", route: route)
+        }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ data: Data, route: String) throws -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch {
+            throw malformed(route, "cannot decode \(T.self): \(error)")
+        }
+    }
+
+    private func malformed(_ route: String, _ detail: String) -> BitwardenAPIError {
+        BitwardenAPIError(kind: .unavailable, status: nil, message: "malformed reply: \(detail)", route: route)
+    }
+
+    static func formEncode(_ pairs: [(String, String)]) -> Data {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        let text = pairs.map { key, value in
+            (key.addingPercentEncoding(withAllowedCharacters: allowed) ?? key) + "="
+                + (value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)
+        }.joined(separator: "&")
+        return Data(text.utf8)
+    }
+
+    /// The `sub` claim of a JWT (clients read the user id from the access token).
+    static func subject(ofJWT token: String) -> String? {
+        let parts = token.split(separator: ".")
+        guard parts.count >= 2 else { return nil }
+        var payload = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while payload.count % 4 != 0 { payload += "=" }
+        guard let data = Data(base64Encoded: payload),
+              let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return nil }
+        return object["sub"] as? String
+    }
+}
+
+/// Holds a URLSession task so cancellation can reach it.
+private final class TaskBox: Sendable {
+    private let task = Mutex<(task: URLSessionDataTask?, cancelled: Bool)>((nil, false))
+
+    func set(_ newTask: URLSessionDataTask) {
+        let cancelled = task.withLock { s in
+            s.task = newTask
+            return s.cancelled
+        }
+        if cancelled { newTask.cancel() }
+    }
+
+    func cancel() {
+        let current = task.withLock { s in
+            s.cancelled = true
+            return s.task
+        }
+        current?.cancel()
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import VaultCrypto
+import VaultModel
+
+/// The tokens of a session. Secrets: never log them.
+public struct TokenSet: Sendable, Codable, Equatable, CustomStringConvertible {
+    /// The bearer token for API calls.
+    public var accessToken: String
+    /// The token that buys a new access token (`grant_type=refresh_token`).
+    public var refreshToken: String
+    /// When the access token expires, by the client's clock.
+    public var expiresAt: Date
+
+    /// Creates a token set (for restoring a saved session).
+    public init(accessToken: String, refreshToken: String, expiresAt: Date) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.expiresAt = expiresAt
+    }
+
+    public var description: String { "TokenSet(<redacted>, expires \(expiresAt))" }
+}
+
+/// What a successful ``BitwardenClient/login(email:password:)`` returns: the unlocked user key
+/// and the material to store for offline unlock.
+public struct LoginResult: Sendable, CustomStringConvertible {
+    /// The server's user id (the access token's `sub`).
+    public let userId: String
+    /// The email the user logged in with.
+    public let email: String
+    /// The decrypted 64-byte user key. Key material.
+    public let userKey: SymmetricCryptoKey
+    /// The account's KDF settings (from prelogin).
+    public let kdf: KdfConfig
+    /// The user key wrapped by the stretched master key (`Key`), for offline unlock.
+    public let protectedUserKey: EncString
+    /// The RSA private key wrapped by the user key (`PrivateKey`), if the account has one.
+    public let privateKey: EncString?
+    /// The session's tokens.
+    public let tokens: TokenSet
+
+    public var description: String { "LoginResult(\(email), user \(userId), \(kdf))" }
+}
+
+/// A folder (`FolderResponseModel`); the name is encrypted with the user key.
+public struct Folder: Sendable, Codable, Equatable {
+    /// The server's id.
+    public var id: String
+    /// The encrypted name.
+    public var name: EncString
+    /// When the server last changed it.
+    public var revisionDate: BitwardenDate?
+
+    /// Creates a folder value.
+    public init(id: String, name: EncString, revisionDate: BitwardenDate? = nil) {
+        self.id = id
+        self.name = name
+        self.revisionDate = revisionDate
+    }
+}
+
+/// The parts of `profile` in `/api/sync` a client needs.
+public struct Profile: Sendable, Codable, Equatable {
+    /// The user id.
+    public var id: String
+    /// The account email.
+    public var email: String
+    /// The display name, if set.
+    public var name: String?
+    /// The protected user key.
+    public var key: EncString?
+    /// The wrapped RSA private key.
+    public var privateKey: EncString?
+    /// Changes when the password changes or sessions are revoked.
+    public var securityStamp: String?
+}
+
+/// A full `GET /api/sync` reply (the parts a client uses).
+public struct SyncResponse: Sendable, Decodable {
+    /// The user's profile.
+    public var profile: Profile
+    /// Folders.
+    public var folders: [Folder]
+    /// Every item, trashed ones included (non-nil `deletedDate`).
+    public var ciphers: [Cipher]
+}
+
+/// `{"object":"list","data":[...]}`.
+struct ListResponse<Element: Decodable>: Decodable {
+    var data: [Element]
+}
+
+/// Prelogin reply (`kdf`, `kdfIterations`, ...); any casing.
+struct PreloginResponse {
+    var kdf: KdfConfig
+}
+
+/// Reads a JSON object with case-insensitive keys (token replies use PascalCase extras).
+struct LooseJSON {
+    let values: [String: Any]
+
+    init?(_ data: Data) {
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return nil }
+        var lowered: [String: Any] = [:]
+        for (key, value) in object { lowered[key.lowercased()] = value }
+        values = lowered
+    }
+
+    func string(_ key: String) -> String? { values[key.lowercased()] as? String }
+
+    func int(_ key: String) -> Int? {
+        if let n = values[key.lowercased()] as? NSNumber { return n.intValue }
+        if let i = values[key.lowercased()] as? Int { return i }
+        return nil
+    }
+}

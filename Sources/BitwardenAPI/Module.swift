@@ -1,1 +1,0 @@
-// Module BitwardenAPI: see Docs/Architecture.md.

@@ -1,0 +1,153 @@
+import Foundation
+import VaultCrypto
+import VaultModel
+
+/// The `/admin/...` routes: fault injection and test control over HTTP, for a client or demo
+/// in another process. Guarded by ``EmulatorConfiguration/adminToken`` in `X-Admin-Token`;
+/// never subject to faults. See `Docs/Emulator.md` for the full list.
+extension BitwardenEmulator {
+    func admin(_ request: EmulatorRequest) async -> EmulatorResponse {
+        let flavor = configuration.flavor
+        guard let token = configuration.adminToken else { return ErrorBodies.noRoute(flavor, path: request.path) }
+        guard let given = request.header("X-Admin-Token"), constantTimeEquals(Array(given.utf8), Array(token.utf8)) else {
+            return ErrorBodies.error(flavor, status: 401, message: "Admin routes need the admin token in the X-Admin-Token header.")
+        }
+        let segments = Array(request.path.split(separator: "/").map(String.init).dropFirst())
+        var body = JSONObject()
+        if !request.body.isEmpty {
+            guard case .object(let object)? = try? JSONValue(parsing: request.body) else {
+                return bad("The request body must be a JSON object.")
+            }
+            body = object
+        }
+        let r = RoutePath(method: request.method.uppercased(), segments: segments)
+        if r.matches("GET", "faults") {
+            return .json(200, faultsJSON())
+        }
+        if r.matches("DELETE", "faults") {
+            faults.clear()
+            return .json(200, faultsJSON())
+        }
+        if r.matches("POST", "faults/offline") {
+            switch body["mode"] {
+            case nil, .null?: faults.offline = nil
+            case .string(let mode)?:
+                guard let parsed = OfflineMode(rawValue: mode) else { return bad("mode: expected \"reset\", \"close\" or null, got \"\(mode)\".") }
+                faults.offline = parsed
+            default: return bad("mode: expected \"reset\", \"close\" or null.")
+            }
+            return .json(200, faultsJSON())
+        }
+        if r.matches("POST", "faults/latency") {
+            guard let latency = number(body["latency"] ?? .integer(0)), latency >= 0,
+                  let jitter = number(body["jitter"] ?? .integer(0)), jitter >= 0 else {
+                return bad("latency and jitter: expected non-negative numbers of seconds.")
+            }
+            faults.setLatency(latency, jitter: jitter)
+            return .json(200, faultsJSON())
+        }
+        if r.matches("POST", "faults/error-rate") {
+            guard let rate = number(body["rate"] ?? .null), (0...1).contains(rate) else {
+                return bad("rate: expected a probability between 0 and 1.")
+            }
+            let status = number(body["status"] ?? .integer(503)).map(Int.init) ?? 503
+            guard (400...599).contains(status) else { return bad("status: expected an HTTP error status (400-599).") }
+            let route = body["route"]?.stringValue.map(RouteMatcher.init) ?? .any
+            faults.setErrorRate(rate, status: status, matching: route)
+            return .json(200, faultsJSON())
+        }
+        if r.matches("POST", "faults/fail-next") {
+            let count = number(body["count"] ?? .integer(1)).map(Int.init) ?? 0
+            guard count > 0 else { return bad("count: expected a positive integer.") }
+            guard let route = body["route"]?.stringValue else { return bad("route: expected a pattern such as \"PUT /api/ciphers/*\".") }
+            let failure: InjectedFailure
+            switch body["failure"] {
+            case .integer(let status)? where (400...599).contains(status): failure = .status(Int(status))
+            case .string("reset")?: failure = .resetConnection
+            case .string("close")?: failure = .closeConnection
+            case .string("apply-then-drop")?: failure = .applyThenDropResponse
+            default: return bad("failure: expected an HTTP status (400-599), \"reset\", \"close\" or \"apply-then-drop\".")
+            }
+            faults.failNext(count, matching: RouteMatcher(route), with: failure)
+            return .json(200, faultsJSON())
+        }
+        if r.matches("GET", "accounts") {
+            return .json(200, .array(accounts.map { .object(accountJSON($0)) }))
+        }
+        if r.matches("POST", "accounts") {
+            guard let email = body["email"]?.stringValue, let password = body["password"]?.stringValue else {
+                return bad("email and password: expected strings.")
+            }
+            let iterations = number(body["iterations"] ?? .integer(600_000)).map(Int.init) ?? 600_000
+            do {
+                return .json(200, accountJSON(try createAccount(email: email, password: password, iterations: iterations)))
+            } catch {
+                return bad("\(error)")
+            }
+        }
+        if let p = r.match("POST", "accounts/:/revoke-sessions") {
+            let userId = p[0]
+            revokeSessions(userId: userId)
+            return .empty()
+        }
+        if r.matches("GET", "ciphers") {
+            guard let userId = request.query["userId"] else { return bad("userId: expected a query parameter ?userId=...") }
+            return .json(200, .array(rawCiphers(userId: userId).map(JSONValue.object)))
+        }
+        if let p = r.match("POST", "ciphers/:/edit") {
+            let id = p[0]
+            // "Another device" edit: merge `set` into the stored fields and bump revisionDate.
+            let set = body["set"]?.objectValue ?? JSONObject()
+            let result: JSONObject? = core.state.withLock { state in
+                guard var stored = state.ciphers[id.lowercased()] else { return nil }
+                for (key, value) in set where !EmulatorCore.serverOwnedKeys.contains(key) { stored.data[key] = value }
+                stored.revisionTicks = core.bumped(after: stored.revisionTicks)
+                state.ciphers[stored.id] = stored
+                core.touchAccount(stored.userId, in: &state)
+                return core.cipherJSON(stored, object: "cipherDetails")
+            }
+            guard let result else { return ErrorBodies.error(flavor, status: 404, message: "No cipher with id \(id).") }
+            return .json(200, result)
+        }
+        return ErrorBodies.noRoute(flavor, path: request.path)
+    }
+
+    private func bad(_ message: String) -> EmulatorResponse {
+        ErrorBodies.error(configuration.flavor, status: 400, message: message)
+    }
+
+    private func number(_ value: JSONValue) -> Double? {
+        switch value {
+        case .integer(let i): Double(i)
+        case .double(let d): d
+        default: nil
+        }
+    }
+
+    private func accountJSON(_ account: EmulatorAccount) -> JSONObject {
+        ["userId": .string(account.userId), "email": .string(account.email), "kdf": .string(account.kdf.description)]
+    }
+
+    func faultsJSON() -> JSONObject {
+        let s = faults.current
+        return [
+            "offline": s.offline.map { .string($0.rawValue) } ?? .null,
+            "latency": .double(s.latency),
+            "jitter": .double(s.jitter),
+            "errorRate": .double(s.errorRate),
+            "errorStatus": .integer(Int64(s.errorStatus)),
+            "errorRoute": .string(s.errorRoute.description),
+            "failNext": .array(s.scripted.map { scripted in
+                let failure: JSONValue = switch scripted.failure {
+                case .status(let code): .integer(Int64(code))
+                case .resetConnection: .string("reset")
+                case .closeConnection: .string("close")
+                case .applyThenDropResponse: .string("apply-then-drop")
+                }
+                return .object(["route": .string(scripted.route.description), "failure": failure,
+                                "remaining": .integer(Int64(scripted.remaining))])
+            }),
+            "injectedCount": .integer(Int64(s.injectedCount)),
+        ]
+    }
+}

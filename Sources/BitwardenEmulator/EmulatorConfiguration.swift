@@ -1,0 +1,137 @@
+import Foundation
+import Logging
+import Synchronization
+import VaultCrypto
+
+/// Which server the emulator imitates. The routes and shapes are shared; the flavour decides
+/// the documented differences (`Docs/Emulator.md`, `reference/server-api.md` §9).
+public enum EmulatorFlavor: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    /// The official Bitwarden server: 404 for unknown or foreign ciphers, an absolute 1-second
+    /// `lastKnownRevisionDate` tolerance, EncString validation with length limits, idempotent
+    /// soft delete, dates with 7 fractional digits.
+    case bitwarden
+    /// Vaultwarden: 400 "Cipher doesn't exist", a one-directional ≥ 2 s stale check that ignores
+    /// unparseable dates, no EncString validation, a repeated soft delete bumps `revisionDate`,
+    /// dates with 6 fractional digits.
+    case vaultwarden
+
+    public var description: String { rawValue }
+}
+
+/// Everything that makes an emulator run reproducible, plus its few knobs.
+///
+/// Time, ids and randomness are injected: two emulators with the same configuration (same
+/// seed, same clock) that receive the same requests produce the same ids, dates and tokens.
+/// The one exception is the RSA key pair of ``BitwardenEmulator/createAccount(email:password:iterations:)``,
+/// which BoringSSL generates from the system's randomness.
+///
+/// ```swift
+/// let clock = ManualClock(start: Date(timeIntervalSince1970: 1_750_000_000))
+/// let emulator = BitwardenEmulator(configuration: EmulatorConfiguration(
+///     flavor: .bitwarden, now: clock.now, random: SeededRandomSource(seed: 42)))
+/// ```
+public struct EmulatorConfiguration: Sendable {
+    /// Which server's behaviour to imitate.
+    public var flavor: EmulatorFlavor
+    /// The server's clock: creation, revision and deletion dates and token expiry all read it.
+    public var now: @Sendable () -> Date
+    /// Randomness for ids, keys, IVs, tokens and latency jitter.
+    public var random: any RandomSource
+    /// Makes the id of a new account, cipher or folder; nil draws a version-4 UUID from ``random``.
+    public var makeID: (@Sendable () -> String)?
+    /// Lifetime of an access token (Bitwarden: 1 hour for every first-party client).
+    public var tokenLifetime: TimeInterval
+    /// Sliding lifetime of a refresh token (Bitwarden: 30 days for browser, desktop and CLI).
+    public var refreshTokenLifetime: TimeInterval
+    /// The token the `/admin/...` HTTP routes require in `X-Admin-Token`; nil disables them (404).
+    public var adminToken: String?
+    /// Where the emulator logs requests, faults and state changes. It never prints.
+    public var logger: Logger
+    /// Largest request body accepted (the `data` field alone may hold 500,000 characters).
+    public var maximumBodyBytes: Int
+
+    /// Creates a configuration; every argument has a production-like default.
+    public init(
+        flavor: EmulatorFlavor = .bitwarden,
+        now: @escaping @Sendable () -> Date = { Date() },
+        random: any RandomSource = SystemRandomSource(),
+        makeID: (@Sendable () -> String)? = nil,
+        tokenLifetime: TimeInterval = 3600,
+        refreshTokenLifetime: TimeInterval = 30 * 86_400,
+        adminToken: String? = nil,
+        logger: Logger = Logger(label: "vaultlog.emulator"),
+        maximumBodyBytes: Int = 4 * 1024 * 1024
+    ) {
+        self.flavor = flavor
+        self.now = now
+        self.random = random
+        self.makeID = makeID
+        self.tokenLifetime = tokenLifetime
+        self.refreshTokenLifetime = refreshTokenLifetime
+        self.adminToken = adminToken
+        self.logger = logger
+        self.maximumBodyBytes = maximumBodyBytes
+    }
+}
+
+/// A clock that only moves when told to: inject ``now`` into an ``EmulatorConfiguration`` (or a
+/// client) and call ``advance(by:)`` instead of sleeping.
+///
+/// ```swift
+/// let clock = ManualClock(start: Date(timeIntervalSince1970: 1_750_000_000))
+/// clock.advance(by: 3601)   // every access token issued before is now expired
+/// ```
+public final class ManualClock: Sendable {
+    private let current: Mutex<Date>
+
+    /// A clock that reads `start` until advanced.
+    public init(start: Date = Date(timeIntervalSince1970: 1_767_225_600)) {
+        current = Mutex(start)
+    }
+
+    /// The current instant; pass it as `now:` (`clock.now` is a `@Sendable () -> Date`).
+    @Sendable public func now() -> Date { current.withLock { $0 } }
+
+    /// Moves the clock forward (or backward, with a negative interval).
+    public func advance(by interval: TimeInterval) {
+        current.withLock { $0 = $0.addingTimeInterval(interval) }
+    }
+
+    /// Sets the clock to `date`.
+    public func set(_ date: Date) {
+        current.withLock { $0 = date }
+    }
+}
+
+extension RandomSource {
+    /// A version-4 UUID string (lowercase, as both servers write ids) from this source.
+    func uuidString() -> String {
+        var b = bytes(16)
+        b[6] = (b[6] & 0x0F) | 0x40
+        b[8] = (b[8] & 0x3F) | 0x80
+        let hex = b.map { String(format: "%02x", $0) }.joined()
+        let c = Array(hex)
+        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-"
+            + String(c[16..<20]) + "-" + String(c[20..<32])
+    }
+
+    /// A uniformly distributed number in [0, 1).
+    func unitInterval() -> Double {
+        let raw = bytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return Double(raw >> 11) / Double(UInt64(1) << 53)
+    }
+
+    /// URL-safe base64 of `count` random bytes, for opaque tokens.
+    func tokenString(byteCount: Int = 32) -> String {
+        Base64.encode(bytes(byteCount)).base64URL
+    }
+}
+
+extension String {
+    /// Standard base64 turned into the unpadded URL-safe alphabet (JWT's base64url).
+    var base64URL: String {
+        var s = self.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while s.hasSuffix("=") { s.removeLast() }
+        return s
+    }
+}

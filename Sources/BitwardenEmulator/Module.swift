@@ -1,1 +1,0 @@
-// Module BitwardenEmulator: see Docs/Architecture.md.
