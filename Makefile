@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test torture bench-log clean-bench
+.PHONY: deps build demo test torture replay bench-log clean-bench
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
 deps:
@@ -14,6 +14,15 @@ deps:
 
 build: deps
 	$(SWIFT) build
+
+# The main job: the offline-edit story against the embedded emulator (DEMO_ARGS for options,
+# e.g. DEMO_ARGS="--dir /tmp/demo --record demo.json").
+demo: build
+	$$($(SWIFT) build --show-bin-path)/vaultlog demo $(DEMO_ARGS)
+
+# Every scenario fixture, as a table (the test suite runs them too).
+replay: build
+	$$($(SWIFT) build --show-bin-path)/vaultlog replay Fixtures/scenarios
 
 # The whole test suite (Swift Testing), debug build.
 test: deps

@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "OfflineSync", targets: ["OfflineSync"]),
         .library(name: "BitwardenAPI", targets: ["BitwardenAPI"]),
         .library(name: "BitwardenEmulator", targets: ["BitwardenEmulator"]),
+        .library(name: "Replay", targets: ["Replay"]),
         .executable(name: "vaultlog", targets: ["vaultlog"]),
     ],
     dependencies: [
@@ -71,10 +72,19 @@ let package = Package(
             ]
         ),
 
+        // Scenario fixtures and their deterministic runner, shared by tests and the CLI.
+        .target(
+            name: "Replay",
+            dependencies: [
+                "OfflineSync", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         .executableTarget(
             name: "vaultlog",
             dependencies: [
-                "EventLog", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI",
+                "EventLog", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "Replay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -89,6 +99,12 @@ let package = Package(
             name: "BitwardenEmulatorTests",
             dependencies: ["BitwardenEmulator", "BitwardenAPI", "OfflineSync", "VaultCrypto", "VaultModel"]
         ),
+        // The resolver and sync against the emulator over loopback HTTP.
+        .testTarget(
+            name: "ResolverTests",
+            dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel"]
+        ),
+        .testTarget(name: "ReplayTests", dependencies: ["Replay", "OfflineSync", "VaultCrypto"]),
         // Runs the built `vaultlog` binary (next to the test bundle after `swift build --build-tests`)
         // against stores it makes with OfflineSync.
         .testTarget(

@@ -29,19 +29,19 @@ import VaultModel
     }
 
     static let rows: [Row] = [
-        Row(name: "create", setUp: { h in try await offlineCreate(h, name: "Fresh") }, check: { h, _ in
+        Row(name: "create", setUp: { h in try await offlineCreate(h, name: "Fresh") }, check: { h, _ throws in
             #expect(try h.serverItems(named: "Fresh").count == 1)
         }),
         Row(name: "update, no conflict", setUp: { h in
             let v = try await h.seedSynced("Bank"); try await h.editOffline(v, password: "mine"); return v.id!
-        }, check: { h, id in
+        }, check: { h, id throws in
             #expect(try h.serverItems(named: "Bank").map { $0.login?.password } == ["mine"])
         }),
         Row(name: "update, soft conflict", setUp: { h in
             var v = try await h.seedSynced("Bank")
             for n in 1...4 { v = try await h.editOffline(v, password: "pw-\(n)") }
             return v.id!
-        }, check: { h, id in
+        }, check: { h, id throws in
             let items = try h.serverItems(named: "Bank")
             #expect(items.count == 2)
             #expect(items.first { $0.id == id }?.login?.password == "pw-4")
@@ -51,7 +51,7 @@ import VaultModel
             try h.anotherDeviceEdits(v.id!) { $0.login?.password = "other" }
             try await h.editOffline(v, password: "mine")
             return v.id!
-        }, check: { h, id in
+        }, check: { h, id throws in
             let items = try h.serverItems(named: "Bank")
             #expect(items.count == 2)
             #expect(items.first { $0.id == id }?.login?.password == "mine")
@@ -62,7 +62,7 @@ import VaultModel
             try await h.editOffline(v, password: "mine")
             try h.anotherDeviceEdits(v.id!) { $0.login?.password = "other" }
             return v.id!
-        }, check: { h, id in
+        }, check: { h, id throws in
             let items = try h.serverItems(named: "Bank")
             #expect(items.count == 2)
             #expect(items.first { $0.id == id }?.login?.password == "other")
@@ -73,7 +73,7 @@ import VaultModel
             try await h.editOffline(v, password: "mine")
             try await h.client.deleteCipher(id: v.id!)
             return v.id!
-        }, check: { h, _ in
+        }, check: { h, _ throws in
             #expect(try h.serverItems(named: "Bank").map { $0.login?.password } == ["mine"])
         }),
         Row(name: "soft delete with edits", setUp: { h in
@@ -84,7 +84,7 @@ import VaultModel
             _ = try await h.repository().softDeleteCipher(edited)
             h.goOnline()
             return v.id!
-        }, check: { h, id in
+        }, check: { h, id throws in
             let item = try #require(h.emulator.cipher(id: id))
             #expect(item.deletedDate != nil)
             #expect(try item.decrypt(userKey: h.userKey).login?.password == "mine")
@@ -96,7 +96,7 @@ import VaultModel
             _ = try await h.repository().deleteCipher(id: v.id!)
             h.goOnline()
             return v.id!
-        }, check: { h, id in
+        }, check: { h, id throws in
             #expect(h.emulator.cipher(id: id) == nil)
         }),
     ]
