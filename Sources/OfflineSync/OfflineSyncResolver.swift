@@ -398,6 +398,14 @@ public final class OfflineSyncResolver: Sendable {
                 return .deleted
 
             case .drop:
+                if item.change.hasEdits && !permanent {
+                    // Edits made before the trash move are a version the user saved: keep them.
+                    var edited = item.latest
+                    edited.deletedDate = nil
+                    _ = try await ensureBackup(&item, of: edited, side: .local, timestamp: item.change.updatedAt,
+                                               sourceRevision: nil, sourceSequence: item.latestSequence,
+                                               reason: "edits made before a dropped trash move", run: run)
+                }
                 try await record(&item, [(.deleteDropped, OutcomeBody(at: now, revisionDate: serverCopy.revisionDate,
                                                                       reason: "the server copy changed since the delete; restored locally")),
                                          (.resolved, OutcomeBody(at: now))],
