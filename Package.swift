@@ -76,7 +76,7 @@ let package = Package(
         .target(
             name: "Replay",
             dependencies: [
-                "OfflineSync", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel",
+                "OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

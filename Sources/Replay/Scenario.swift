@@ -101,7 +101,8 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `crash` | `afterEffect` | the next `sync`/`resolve` crashes right after server effect n (1-based), then the device reopens its store |
 ///
 /// `user` picks the acting user (default: the first); `expectError` (a substring) makes the
-/// step expect a thrown error, e.g. an organization item that is never saved offline.
+/// step expect a thrown error, e.g. an organization item that is never saved offline;
+/// `optional` ignores a failure of the step.
 public struct ScenarioStep: Codable, Sendable, Equatable {
     public var `do`: String
     public var user: String?
@@ -111,9 +112,12 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
     public var fault: ScenarioFault?
     public var afterEffect: Int?
     public var expectError: String?
+    /// A failure of this step is ignored (generated scenarios: another device may edit an item
+    /// the server does not have yet).
+    public var optional: Bool?
 
     public init(_ action: String, user: String? = nil, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil,
-                fault: ScenarioFault? = nil, afterEffect: Int? = nil, expectError: String? = nil) {
+                fault: ScenarioFault? = nil, afterEffect: Int? = nil, expectError: String? = nil, optional: Bool? = nil) {
         self.do = action
         self.user = user
         self.ref = ref
@@ -122,6 +126,7 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
         self.fault = fault
         self.afterEffect = afterEffect
         self.expectError = expectError
+        self.optional = optional
     }
 }
 

@@ -29,6 +29,8 @@ public struct ScenarioOutcome: Sendable {
     public var runningServer: BitwardenEmulator?
     /// The server's base URL.
     public var serverURL: URL?
+    /// Every item step that succeeded, in order (what the user and other devices did).
+    public var journal: [ScenarioJournalEntry] = []
 
     public var passed: Bool { mismatches.isEmpty }
 }
@@ -70,6 +72,7 @@ public struct ScenarioRunner: Sendable {
             outcome.itemIds = run.itemIds
             outcome.userIds = Dictionary(uniqueKeysWithValues: run.users.map { ($0.ref, $0.userId) })
             outcome.serverURL = run.serverURL
+            outcome.journal = run.journal
             if keepServerRunning { outcome.runningServer = run.emulator }
             await run.finish(stopServer: !keepServerRunning)
             return outcome
@@ -139,6 +142,18 @@ public struct ScenarioRunner: Sendable {
         if let deleted = want.deleted, (got.deleted ?? false) != deleted { return false }
         return true
     }
+}
+
+/// One item step that succeeded: who did what to which item, with the content saved.
+public struct ScenarioJournalEntry: Sendable, Equatable {
+    public var step: Int
+    public var ref: String
+    /// `create`, `update`, `softDelete`, `delete` (the user), `anotherDevice`, `anotherDeviceDelete`.
+    public var action: String
+    /// The plaintext saved (creates and edits).
+    public var content: ScenarioItem?
+    /// Saved offline (the repository fell back to the log).
+    public var offline: Bool
 }
 
 /// Where a scenario runs.
@@ -281,6 +296,8 @@ final class Run: @unchecked Sendable {
                 if let expected = step.expectError {
                     throw ReplayError.badStep(index: index, reason: "expected an error containing '\(expected)', but '\(step.do)' succeeded")
                 }
+            } catch where step.optional == true {
+                runner.logger.debug("optional step failed", metadata: ["step": "\(index + 1)", "error": "\(error)"])
             } catch let error as ReplayError {
                 throw error
             } catch {
@@ -352,6 +369,8 @@ final class Run: @unchecked Sendable {
             }
             guard let id = cipher?.id else { throw ReplayError.badStep(index: index, reason: "create returned no item") }
             refs[try ref(step, index)] = (user.ref, id)
+            journal.append(.init(step: index, ref: step.ref!, action: "create", content: Self.content(Self.view(try item(step, index))),
+                                 offline: result.isOffline))
         case "update":
             let (user, id) = try currentId(try ref(step, index), step: index)
             guard let local = try store.localCipher(userId: user.userId, id: id) else {
@@ -359,16 +378,19 @@ final class Run: @unchecked Sendable {
             }
             var view = try local.decrypt(userKey: user.userKey)
             Self.apply(try item(step, index), to: &view)
-            _ = try await repository(user).updateCipher(view)
+            let result = try await repository(user).updateCipher(view)
+            journal.append(.init(step: index, ref: step.ref!, action: "update", content: Self.content(view), offline: result.isOffline))
         case "softDelete":
             let (user, id) = try currentId(try ref(step, index), step: index)
             guard let local = try store.localCipher(userId: user.userId, id: id) else {
                 throw ReplayError.badStep(index: index, reason: "item '\(step.ref!)' is not in the local store")
             }
-            _ = try await repository(user).softDeleteCipher(try local.decrypt(userKey: user.userKey))
+            let result = try await repository(user).softDeleteCipher(try local.decrypt(userKey: user.userKey))
+            journal.append(.init(step: index, ref: step.ref!, action: "softDelete", content: nil, offline: result.isOffline))
         case "delete":
             let (user, id) = try currentId(try ref(step, index), step: index)
-            _ = try await repository(user).deleteCipher(id: id)
+            let result = try await repository(user).deleteCipher(id: id)
+            journal.append(.init(step: index, ref: step.ref!, action: "delete", content: nil, offline: result.isOffline))
         case "anotherDevice":
             // A real edit by a second login: read, change, write with lastKnownRevisionDate.
             let (user, id) = try currentId(try ref(step, index), step: index)
@@ -380,9 +402,11 @@ final class Run: @unchecked Sendable {
             var encrypted = try view.encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index) &+ 1000))
             encrypted.id = id
             _ = try await user.other.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate)
+            journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: Self.content(view), offline: false))
         case "anotherDeviceDelete":
             let (user, id) = try currentId(try ref(step, index), step: index)
             try await user.other.deleteCipher(id: id)
+            journal.append(.init(step: index, ref: step.ref!, action: "anotherDeviceDelete", content: nil, offline: false))
         case "anotherDeviceCreate":
             let user = try self.user(step.user, step: index)
             let encrypted = try Self.view(try item(step, index)).encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index)))
@@ -446,6 +470,12 @@ final class Run: @unchecked Sendable {
 
     /// Each ref's ids in order, following the id map (filled by ``observe()``).
     var itemIds: [String: [String]] = [:]
+    /// Every item step that succeeded, in order.
+    var journal: [ScenarioJournalEntry] = []
+
+    static func content(_ view: CipherView) -> ScenarioItem {
+        ScenarioItem(name: view.name, notes: view.notes, username: view.login?.username, password: view.login?.password)
+    }
 
     func observe() async throws -> ScenarioExpectation {
         var outcomes: [String: [String]] = [:]
