@@ -339,15 +339,15 @@ public final class BitwardenEmulator: Sendable {
             let message = code >= 500 ? "An unhandled server error has occurred." : "Injected fault: HTTP \(code)."
             return Self.hbResponse(ErrorBodies.error(configuration.flavor, status: code, message: message))
         case .resetConnection?, .closeConnection?:
-            await Self.drop(context.channel, reset: decision.failure == .resetConnection)
-            throw DroppedConnection()
+            _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            return Self.truncatedResponse(EmulatorResponse.empty(200), channel: context.channel,
+                                          reset: decision.failure == .resetConnection)
         case .applyThenDropResponse?:
             let emulatorRequest = try await Self.collect(request, context, limit: configuration.maximumBodyBytes)
             let response = core.handle(emulatorRequest)
             configuration.logger.debug("emulator: applied, dropping response",
                                        metadata: ["route": "\(method) \(path)", "status": "\(response.status)"])
-            await Self.drop(context.channel, reset: false)
-            throw DroppedConnection()
+            return Self.truncatedResponse(response, channel: context.channel, reset: false)
         case nil:
             let emulatorRequest: EmulatorRequest
             do {
@@ -361,6 +361,25 @@ public final class BitwardenEmulator: Sendable {
     }
 
     struct DroppedConnection: Error {}
+
+    /// A response cut short: the head (promising more body than will come) and part of the
+    /// body are sent, then the connection is closed or reset. Clients see a failure.
+    ///
+    /// Closing before any byte is sent is not enough: libcurl (FoundationNetworking) and
+    /// CFNetwork silently retry a request whose reused connection died before the first
+    /// response byte, which would hide the fault or apply a request twice.
+    static func truncatedResponse(_ response: EmulatorResponse, channel: any Channel, reset: Bool) -> Response {
+        var fields = HTTPFields()
+        fields[.contentType] = "application/json; charset=utf-8"
+        fields[.contentLength] = String(response.body.count + 64)
+        let partial = response.body.isEmpty ? [UInt8(ascii: " ")] : Array(response.body.prefix(max(1, response.body.count / 2)))
+        return Response(status: HTTPResponse.Status(code: response.status), headers: fields, body: ResponseBody { writer in
+            try await writer.write(ByteBuffer(bytes: partial))
+            try? await Task.sleep(nanoseconds: 20_000_000)   // let the partial reply reach the socket
+            await drop(channel, reset: reset)
+            throw DroppedConnection()
+        })
+    }
 
     static func drop(_ channel: any Channel, reset: Bool) async {
         if reset, let provider = channel as? any SocketOptionProvider {
