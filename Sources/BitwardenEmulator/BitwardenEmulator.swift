@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 import Synchronization
 import VaultCrypto
 import VaultModel
@@ -38,6 +39,7 @@ public final class BitwardenEmulator: Sendable {
 
     private struct RunningServer {
         let task: Task<Void, Never>
+        let group: ServiceGroup
         let url: URL
         let port: Int
     }
@@ -77,9 +79,11 @@ public final class BitwardenEmulator: Sendable {
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in ready.resolve(.success(channel.localAddress?.port ?? port)) },
             logger: configuration.logger)
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [app], gracefulShutdownSignals: [], logger: configuration.logger))
         let task = Task {
             do {
-                try await app.run()
+                try await group.run()
                 ready.resolve(.failure(EmulatorError.stoppedBeforeListening))
             } catch {
                 ready.resolve(.failure(error))
@@ -95,7 +99,7 @@ public final class BitwardenEmulator: Sendable {
         }
         let hostPart = host.contains(":") ? "[\(host)]" : host
         let url = URL(string: "http://\(hostPart):\(actualPort)")!
-        server.withLock { $0 = RunningServer(task: task, url: url, port: actualPort) }
+        server.withLock { $0 = RunningServer(task: task, group: group, url: url, port: actualPort) }
         configuration.logger.info("emulator: listening", metadata: ["url": "\(url)", "flavor": "\(configuration.flavor)"])
         return url
     }
@@ -107,8 +111,16 @@ public final class BitwardenEmulator: Sendable {
             defer { state = nil }
             return state
         }) else { return }
-        running.task.cancel()
+        // Graceful first (open requests finish, idle connections close); cancel if that hangs.
+        await running.group.triggerGracefulShutdown()
+        let finished = Mutex(false)
+        let watchdog = Task {
+            try? await Task.sleep(nanoseconds: 3_000_000_000)
+            if !finished.withLock({ $0 }) { running.task.cancel() }
+        }
         await running.task.value
+        finished.withLock { $0 = true }
+        watchdog.cancel()
         configuration.logger.info("emulator: stopped", metadata: ["url": "\(running.url)"])
     }
 

@@ -1,1 +1,0 @@
-// The vaultlog CLI arrives with the CLI issue.
