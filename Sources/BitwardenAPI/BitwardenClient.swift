@@ -61,7 +61,7 @@ public final class BitwardenClient: CipherServer, Sendable {
     /// (The demo points it at a closed port to go "offline".)
     public func setEndpoints(_ endpoints: BitwardenEndpoints) {
         state.withLock { $0.configuration.endpoints = endpoints }
-        logger.info("bitwarden-api: endpoints changed", metadata: ["endpoints": "\(endpoints)"])
+        logger.debug("bitwarden-api: endpoints changed", metadata: ["endpoints": "\(endpoints)"])
     }
 
     /// Points the client at a self-hosted server at `base` (`BASE/api`, `BASE/identity`).
@@ -121,7 +121,7 @@ public final class BitwardenClient: CipherServer, Sendable {
             throw malformed(route, "the access token is not a JWT with a 'sub' claim")
         }
         state.withLock { $0.tokens = tokens }
-        logger.info("bitwarden-api: logged in", metadata: ["user": "\(userId)"])
+        logger.debug("bitwarden-api: logged in", metadata: ["user": "\(userId)"])
         return LoginResult(userId: userId, email: email, userKey: userKey, kdf: kdf, protectedUserKey: protectedKey,
                            privateKey: reply.string("PrivateKey").flatMap { try? EncString($0) }, tokens: tokens)
     }

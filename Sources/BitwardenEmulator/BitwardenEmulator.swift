@@ -74,13 +74,16 @@ public final class BitwardenEmulator: Sendable {
         let responder = CallbackResponder<EmulatorContext> { [self] request, context in
             try await self.respond(to: request, context: context)
         }
+        // Hummingbird announces every start at info; keep that out of a library's normal output.
+        var frameworkLogger = configuration.logger
+        if frameworkLogger.logLevel == .info { frameworkLogger.logLevel = .notice }
         let app = Application(
             responder: responder,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in ready.resolve(.success(channel.localAddress?.port ?? port)) },
-            logger: configuration.logger)
+            logger: frameworkLogger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [app], gracefulShutdownSignals: [], logger: configuration.logger))
+            services: [app], gracefulShutdownSignals: [], logger: frameworkLogger))
         let task = Task {
             do {
                 try await group.run()
@@ -100,7 +103,7 @@ public final class BitwardenEmulator: Sendable {
         let hostPart = host.contains(":") ? "[\(host)]" : host
         let url = URL(string: "http://\(hostPart):\(actualPort)")!
         server.withLock { $0 = RunningServer(task: task, group: group, url: url, port: actualPort) }
-        configuration.logger.info("emulator: listening", metadata: ["url": "\(url)", "flavor": "\(configuration.flavor)"])
+        configuration.logger.debug("emulator: listening", metadata: ["url": "\(url)", "flavor": "\(configuration.flavor)"])
         return url
     }
 
@@ -121,7 +124,7 @@ public final class BitwardenEmulator: Sendable {
         await running.task.value
         finished.withLock { $0 = true }
         watchdog.cancel()
-        configuration.logger.info("emulator: stopped", metadata: ["url": "\(running.url)"])
+        configuration.logger.debug("emulator: stopped", metadata: ["url": "\(running.url)"])
     }
 
     // MARK: Accounts
@@ -176,7 +179,7 @@ public final class BitwardenEmulator: Sendable {
             state.accounts[account.id] = account
             return account
         }
-        configuration.logger.info("emulator: created account", metadata: ["email": "\(email)", "id": "\(stored.id)"])
+        configuration.logger.debug("emulator: created account", metadata: ["email": "\(email)", "id": "\(stored.id)"])
         return try stored.publicAccount()
     }
 
@@ -245,7 +248,7 @@ public final class BitwardenEmulator: Sendable {
             core.touchAccount(stored.userId, in: &state)
             return core.cipherJSON(stored, object: "cipherDetails")
         }
-        configuration.logger.info("emulator: another device edited a cipher", metadata: ["id": "\(cipherId)"])
+        configuration.logger.debug("emulator: another device edited a cipher", metadata: ["id": "\(cipherId)"])
         return Self.decode(json)!
     }
 

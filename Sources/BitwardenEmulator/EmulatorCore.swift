@@ -173,7 +173,7 @@ final class EmulatorCore: Sendable {
             return withLock { state in
                 guard let account = state.account(email: email),
                       constantTimeEquals(Array(account.masterPasswordHash.utf8), Array(hash.utf8)) else {
-                    logger.info("emulator: rejected password grant", metadata: ["email": "\(email)"])
+                    logger.debug("emulator: rejected password grant", metadata: ["email": "\(email)"])
                     return ErrorBodies.oauth("invalid_grant", description: "invalid_username_or_password",
                                              message: "Username or password is incorrect. Try again.")
                 }
@@ -606,7 +606,7 @@ final class EmulatorCore: Sendable {
                     : "Organization mismatch. Please resync the client before updating the cipher")
             }
             if let lastKnown = parsed.lastKnown, let stale = staleCheck(server: cipher.revisionTicks, lastKnown: lastKnown) {
-                logger.info("emulator: rejected stale update", metadata: ["id": "\(cipher.id)", "lastKnown": "\(lastKnown)"])
+                logger.debug("emulator: rejected stale update", metadata: ["id": "\(cipher.id)", "lastKnown": "\(lastKnown)"])
                 return stale
             }
             cipher.data = parsed.data   // `type` is not in it: an existing item's type never changes
