@@ -36,6 +36,29 @@ public final class BitwardenEmulator: Sendable {
 
     let core: EmulatorCore
     private let server = Mutex<RunningServer?>(nil)
+    private let log = Mutex<[RecordedRequest]>([])
+
+    /// How many requests ``recentRequests`` keeps (oldest dropped first).
+    public static let requestLogCapacity = 2000
+
+    /// The latest requests (admin routes excluded), oldest first: what clients sent and what
+    /// they got. Bounded by ``requestLogCapacity``.
+    public var recentRequests: [RecordedRequest] { log.withLock { $0 } }
+
+    /// Empties ``recentRequests``.
+    public func clearRequestLog() { log.withLock { $0.removeAll() } }
+
+    private func record(_ request: Request, status: Int?, fault: InjectedFailure?, offline: OfflineMode?) {
+        let entry = RecordedRequest(
+            method: request.method.rawValue, path: request.uri.path, status: status,
+            fault: fault?.description ?? offline.map { "offline (\($0.rawValue))" },
+            clientVersion: request.headers[HTTPField.Name("Bitwarden-Client-Version")!],
+            deviceType: request.headers[HTTPField.Name("Device-Type")!])
+        log.withLock { entries in
+            if entries.count >= Self.requestLogCapacity { entries.removeFirst(entries.count - Self.requestLogCapacity + 1) }
+            entries.append(entry)
+        }
+    }
 
     private struct RunningServer {
         let task: Task<Void, Never>
@@ -344,6 +367,7 @@ public final class BitwardenEmulator: Sendable {
             try await Task.sleep(nanoseconds: UInt64(decision.latency * 1_000_000_000))
         }
         if let offline = decision.offline {
+            record(request, status: nil, fault: nil, offline: offline)
             configuration.logger.debug("emulator: offline, dropping", metadata: ["route": "\(method) \(path)"])
             await Self.drop(context.channel, reset: offline == .resetConnections)
             throw DroppedConnection()
@@ -351,15 +375,18 @@ public final class BitwardenEmulator: Sendable {
         switch decision.failure {
         case .status(let code)?:
             configuration.logger.debug("emulator: injected status", metadata: ["route": "\(method) \(path)", "status": "\(code)"])
+            record(request, status: code, fault: decision.failure, offline: nil)
             let message = code >= 500 ? "An unhandled server error has occurred." : "Injected fault: HTTP \(code)."
             return Self.hbResponse(ErrorBodies.error(configuration.flavor, status: code, message: message))
         case .resetConnection?, .closeConnection?:
             _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            record(request, status: nil, fault: decision.failure, offline: nil)
             return Self.truncatedResponse(EmulatorResponse.empty(200), channel: context.channel,
                                           reset: decision.failure == .resetConnection)
         case .applyThenDropResponse?:
             let emulatorRequest = try await Self.collect(request, context, limit: configuration.maximumBodyBytes)
             let response = core.handle(emulatorRequest)
+            record(request, status: response.status, fault: decision.failure, offline: nil)
             configuration.logger.debug("emulator: applied, dropping response",
                                        metadata: ["route": "\(method) \(path)", "status": "\(response.status)"])
             return Self.truncatedResponse(response, channel: context.channel, reset: false)
@@ -371,7 +398,9 @@ public final class BitwardenEmulator: Sendable {
                 return Self.hbResponse(ErrorBodies.error(configuration.flavor, status: 413,
                     message: "The request body exceeds \(configuration.maximumBodyBytes) bytes."))
             }
-            return Self.hbResponse(core.handle(emulatorRequest))
+            let response = core.handle(emulatorRequest)
+            record(request, status: response.status, fault: nil, offline: nil)
+            return Self.hbResponse(response)
         }
     }
 
@@ -420,6 +449,27 @@ public final class BitwardenEmulator: Sendable {
         }
         return Response(status: HTTPResponse.Status(code: response.status), headers: fields,
                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: response.body)))
+    }
+}
+
+/// One request the emulator received, for tests and demos that check what a client sent.
+public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
+    /// The HTTP method.
+    public let method: String
+    /// The path, without the query.
+    public let path: String
+    /// The status the server produced (for a dropped reply, the status it would have sent), or
+    /// nil when nothing was processed.
+    public let status: Int?
+    /// The injected fault, if any.
+    public let fault: String?
+    /// The `Bitwarden-Client-Version` header.
+    public let clientVersion: String?
+    /// The `Device-Type` header.
+    public let deviceType: String?
+
+    public var description: String {
+        "\(method) \(path) → \(status.map(String.init) ?? "no reply")" + (fault.map { " [\($0)]" } ?? "")
     }
 }
 

@@ -77,3 +77,42 @@ struct RouteAliasTests {
         }
     }
 }
+
+@Suite("Lifecycle and what the client sends")
+struct LifecycleTests {
+    @Test func client_sendsVersionAndDeviceHeaders_onEveryRequest() async throws {
+        try await Harness.with(.bitwarden) { h in
+            _ = try await h.client.sync()
+            let requests = h.emulator.recentRequests
+            #expect(requests.map(\.path).contains("/identity/connect/token"))
+            #expect(requests.allSatisfy { $0.clientVersion == "2026.2.0" && $0.deviceType == "25" })
+            #expect(requests.last?.status == 200)
+        }
+    }
+
+    @Test func faultsAreRecorded() async throws {
+        try await Harness.with(.bitwarden) { h in
+            h.emulator.clearRequestLog()
+            h.emulator.faults.failNext(matching: RouteMatcher("GET /api/sync"), with: .status(502))
+            _ = await apiError { _ = try await h.client.sync() }
+            #expect(h.emulator.recentRequests.map(\.description) == ["GET /api/sync → 502 [HTTP 502]"])
+        }
+    }
+
+    @Test func startingTwice_orOnABusyPort_failsClearly() async throws {
+        try await Harness.with(.bitwarden) { h in
+            await #expect(throws: EmulatorError.alreadyRunning) { _ = try await h.emulator.start() }
+            let other = BitwardenEmulator()
+            await #expect(throws: (any Error).self) { _ = try await other.start(port: h.baseURL.port!) }
+            #expect(other.baseURL == nil)
+        }
+    }
+
+    @Test func idsWithPathCharacters_stayInOneSegment() async throws {
+        try await Harness.with(.bitwarden) { h in
+            let error = await apiError { _ = try await h.client.getCipher(id: "../accounts/profile") }
+            #expect(error?.serverErrorKind == .notFound)   // looked up as one odd id, not routed elsewhere
+            #expect(h.emulator.recentRequests.last?.path.contains("..%2Faccounts") == true)
+        }
+    }
+}
