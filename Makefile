@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build demo test torture replay bench-log clean-bench
+.PHONY: deps build demo test torture replay serve bench-log clean-bench
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
 deps:
@@ -33,6 +33,13 @@ test: deps
 torture: deps
 	$(SWIFT) build --build-tests
 	VAULTLOG_KILLS=1000 $(SWIFT) test --skip-build --filter WriterKillTests
+
+# The Bitwarden-compatible emulator on loopback with a demo account (Ctrl-C stops it).
+# PORT=0 picks a free port; FLAVOR=vaultwarden imitates Vaultwarden; ADMIN_TOKEN enables /admin.
+serve: deps
+	$(SWIFT) run vaultlog serve --port $${PORT:-8087} --flavor $${FLAVOR:-bitwarden} \
+		--account $${ACCOUNT:-demo@example.com:demo-password} --iterations $${ITERATIONS:-5000} \
+		$${ADMIN_TOKEN:+--admin-token $$ADMIN_TOKEN}
 
 # Event-log throughput, release build (1M events by default; EVENTS=N to change).
 bench-log: deps

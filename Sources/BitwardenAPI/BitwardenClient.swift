@@ -61,7 +61,7 @@ public final class BitwardenClient: CipherServer, Sendable {
     /// (The demo points it at a closed port to go "offline".)
     public func setEndpoints(_ endpoints: BitwardenEndpoints) {
         state.withLock { $0.configuration.endpoints = endpoints }
-        logger.info("bitwarden-api: endpoints changed", metadata: ["endpoints": "\(endpoints)"])
+        logger.debug("bitwarden-api: endpoints changed", metadata: ["endpoints": "\(endpoints)"])
     }
 
     /// Points the client at a self-hosted server at `base` (`BASE/api`, `BASE/identity`).
@@ -121,7 +121,7 @@ public final class BitwardenClient: CipherServer, Sendable {
             throw malformed(route, "the access token is not a JWT with a 'sub' claim")
         }
         state.withLock { $0.tokens = tokens }
-        logger.info("bitwarden-api: logged in", metadata: ["user": "\(userId)"])
+        logger.debug("bitwarden-api: logged in", metadata: ["user": "\(userId)"])
         return LoginResult(userId: userId, email: email, userKey: userKey, kdf: kdf, protectedUserKey: protectedKey,
                            privateKey: reply.string("PrivateKey").flatMap { try? EncString($0) }, tokens: tokens)
     }
@@ -135,7 +135,7 @@ public final class BitwardenClient: CipherServer, Sendable {
 
     /// `GET /api/ciphers/{id}`.
     public func getCipher(id: String) async throws -> Cipher {
-        try decode(Cipher.self, try await send("GET", .api, "/ciphers/\(id)"), route: "GET /api/ciphers/\(id)")
+        try decode(Cipher.self, try await send("GET", .api, "/ciphers/\(Self.segment(id))"), route: "GET /api/ciphers/\(id)")
     }
 
     /// `POST /api/ciphers`. The server ignores any client id and returns the item with its own.
@@ -153,22 +153,22 @@ public final class BitwardenClient: CipherServer, Sendable {
         }
         let route = "PUT /api/ciphers/\(id)"
         let body = try requestBody(cipher, lastKnownRevisionDate: lastKnownRevisionDate, route: route)
-        return try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(id)", body: body), route: route)
+        return try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(Self.segment(id))", body: body), route: route)
     }
 
     /// `PUT /api/ciphers/{id}/delete`: moves the item to the trash.
     public func softDeleteCipher(id: String) async throws {
-        _ = try await send("PUT", .api, "/ciphers/\(id)/delete")
+        _ = try await send("PUT", .api, "/ciphers/\(Self.segment(id))/delete")
     }
 
     /// `DELETE /api/ciphers/{id}`: deletes the item for good.
     public func deleteCipher(id: String) async throws {
-        _ = try await send("DELETE", .api, "/ciphers/\(id)")
+        _ = try await send("DELETE", .api, "/ciphers/\(Self.segment(id))")
     }
 
     /// `PUT /api/ciphers/{id}/restore`: takes the item out of the trash.
     public func restoreCipher(id: String) async throws -> Cipher {
-        try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(id)/restore"), route: "PUT /api/ciphers/\(id)/restore")
+        try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(Self.segment(id))/restore"), route: "PUT /api/ciphers/\(id)/restore")
     }
 
     /// `GET /api/sync?excludeDomains=true`, reduced to what the local store needs.
@@ -384,6 +384,13 @@ public final class BitwardenClient: CipherServer, Sendable {
                 + (value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)
         }.joined(separator: "&")
         return Data(text.utf8)
+    }
+
+    /// An id as one path segment (ids are UUIDs; anything else must not escape the route).
+    static func segment(_ id: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
     }
 
     /// The `sub` claim of a JWT (clients read the user id from the access token).

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 import Synchronization
 import VaultCrypto
 import VaultModel
@@ -35,9 +36,33 @@ public final class BitwardenEmulator: Sendable {
 
     let core: EmulatorCore
     private let server = Mutex<RunningServer?>(nil)
+    private let log = Mutex<[RecordedRequest]>([])
+
+    /// How many requests ``recentRequests`` keeps (oldest dropped first).
+    public static let requestLogCapacity = 2000
+
+    /// The latest requests (admin routes excluded), oldest first: what clients sent and what
+    /// they got. Bounded by ``requestLogCapacity``.
+    public var recentRequests: [RecordedRequest] { log.withLock { $0 } }
+
+    /// Empties ``recentRequests``.
+    public func clearRequestLog() { log.withLock { $0.removeAll() } }
+
+    private func record(_ request: Request, status: Int?, fault: InjectedFailure?, offline: OfflineMode?) {
+        let entry = RecordedRequest(
+            method: request.method.rawValue, path: request.uri.path, status: status,
+            fault: fault?.description ?? offline.map { "offline (\($0.rawValue))" },
+            clientVersion: request.headers[HTTPField.Name("Bitwarden-Client-Version")!],
+            deviceType: request.headers[HTTPField.Name("Device-Type")!])
+        log.withLock { entries in
+            if entries.count >= Self.requestLogCapacity { entries.removeFirst(entries.count - Self.requestLogCapacity + 1) }
+            entries.append(entry)
+        }
+    }
 
     private struct RunningServer {
         let task: Task<Void, Never>
+        let group: ServiceGroup
         let url: URL
         let port: Int
     }
@@ -72,14 +97,19 @@ public final class BitwardenEmulator: Sendable {
         let responder = CallbackResponder<EmulatorContext> { [self] request, context in
             try await self.respond(to: request, context: context)
         }
+        // Hummingbird announces every start at info; keep that out of a library's normal output.
+        var frameworkLogger = configuration.logger
+        if frameworkLogger.logLevel == .info { frameworkLogger.logLevel = .notice }
         let app = Application(
             responder: responder,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in ready.resolve(.success(channel.localAddress?.port ?? port)) },
-            logger: configuration.logger)
+            logger: frameworkLogger)
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [app], gracefulShutdownSignals: [], logger: frameworkLogger))
         let task = Task {
             do {
-                try await app.run()
+                try await group.run()
                 ready.resolve(.failure(EmulatorError.stoppedBeforeListening))
             } catch {
                 ready.resolve(.failure(error))
@@ -95,8 +125,8 @@ public final class BitwardenEmulator: Sendable {
         }
         let hostPart = host.contains(":") ? "[\(host)]" : host
         let url = URL(string: "http://\(hostPart):\(actualPort)")!
-        server.withLock { $0 = RunningServer(task: task, url: url, port: actualPort) }
-        configuration.logger.info("emulator: listening", metadata: ["url": "\(url)", "flavor": "\(configuration.flavor)"])
+        server.withLock { $0 = RunningServer(task: task, group: group, url: url, port: actualPort) }
+        configuration.logger.debug("emulator: listening", metadata: ["url": "\(url)", "flavor": "\(configuration.flavor)"])
         return url
     }
 
@@ -107,9 +137,17 @@ public final class BitwardenEmulator: Sendable {
             defer { state = nil }
             return state
         }) else { return }
-        running.task.cancel()
+        // Graceful first (open requests finish, idle connections close); cancel if that hangs.
+        await running.group.triggerGracefulShutdown()
+        let finished = Mutex(false)
+        let watchdog = Task {
+            try? await Task.sleep(nanoseconds: 3_000_000_000)
+            if !finished.withLock({ $0 }) { running.task.cancel() }
+        }
         await running.task.value
-        configuration.logger.info("emulator: stopped", metadata: ["url": "\(running.url)"])
+        finished.withLock { $0 = true }
+        watchdog.cancel()
+        configuration.logger.debug("emulator: stopped", metadata: ["url": "\(running.url)"])
     }
 
     // MARK: Accounts
@@ -164,7 +202,7 @@ public final class BitwardenEmulator: Sendable {
             state.accounts[account.id] = account
             return account
         }
-        configuration.logger.info("emulator: created account", metadata: ["email": "\(email)", "id": "\(stored.id)"])
+        configuration.logger.debug("emulator: created account", metadata: ["email": "\(email)", "id": "\(stored.id)"])
         return try stored.publicAccount()
     }
 
@@ -233,7 +271,7 @@ public final class BitwardenEmulator: Sendable {
             core.touchAccount(stored.userId, in: &state)
             return core.cipherJSON(stored, object: "cipherDetails")
         }
-        configuration.logger.info("emulator: another device edited a cipher", metadata: ["id": "\(cipherId)"])
+        configuration.logger.debug("emulator: another device edited a cipher", metadata: ["id": "\(cipherId)"])
         return Self.decode(json)!
     }
 
@@ -329,6 +367,7 @@ public final class BitwardenEmulator: Sendable {
             try await Task.sleep(nanoseconds: UInt64(decision.latency * 1_000_000_000))
         }
         if let offline = decision.offline {
+            record(request, status: nil, fault: nil, offline: offline)
             configuration.logger.debug("emulator: offline, dropping", metadata: ["route": "\(method) \(path)"])
             await Self.drop(context.channel, reset: offline == .resetConnections)
             throw DroppedConnection()
@@ -336,18 +375,21 @@ public final class BitwardenEmulator: Sendable {
         switch decision.failure {
         case .status(let code)?:
             configuration.logger.debug("emulator: injected status", metadata: ["route": "\(method) \(path)", "status": "\(code)"])
+            record(request, status: code, fault: decision.failure, offline: nil)
             let message = code >= 500 ? "An unhandled server error has occurred." : "Injected fault: HTTP \(code)."
             return Self.hbResponse(ErrorBodies.error(configuration.flavor, status: code, message: message))
         case .resetConnection?, .closeConnection?:
-            await Self.drop(context.channel, reset: decision.failure == .resetConnection)
-            throw DroppedConnection()
+            _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            record(request, status: nil, fault: decision.failure, offline: nil)
+            return Self.truncatedResponse(EmulatorResponse.empty(200), channel: context.channel,
+                                          reset: decision.failure == .resetConnection)
         case .applyThenDropResponse?:
             let emulatorRequest = try await Self.collect(request, context, limit: configuration.maximumBodyBytes)
             let response = core.handle(emulatorRequest)
+            record(request, status: response.status, fault: decision.failure, offline: nil)
             configuration.logger.debug("emulator: applied, dropping response",
                                        metadata: ["route": "\(method) \(path)", "status": "\(response.status)"])
-            await Self.drop(context.channel, reset: false)
-            throw DroppedConnection()
+            return Self.truncatedResponse(response, channel: context.channel, reset: false)
         case nil:
             let emulatorRequest: EmulatorRequest
             do {
@@ -356,11 +398,32 @@ public final class BitwardenEmulator: Sendable {
                 return Self.hbResponse(ErrorBodies.error(configuration.flavor, status: 413,
                     message: "The request body exceeds \(configuration.maximumBodyBytes) bytes."))
             }
-            return Self.hbResponse(core.handle(emulatorRequest))
+            let response = core.handle(emulatorRequest)
+            record(request, status: response.status, fault: nil, offline: nil)
+            return Self.hbResponse(response)
         }
     }
 
     struct DroppedConnection: Error {}
+
+    /// A response cut short: the head (promising more body than will come) and part of the
+    /// body are sent, then the connection is closed or reset. Clients see a failure.
+    ///
+    /// Closing before any byte is sent is not enough: libcurl (FoundationNetworking) and
+    /// CFNetwork silently retry a request whose reused connection died before the first
+    /// response byte, which would hide the fault or apply a request twice.
+    static func truncatedResponse(_ response: EmulatorResponse, channel: any Channel, reset: Bool) -> Response {
+        var fields = HTTPFields()
+        fields[.contentType] = "application/json; charset=utf-8"
+        fields[.contentLength] = String(response.body.count + 64)
+        let partial = response.body.isEmpty ? [UInt8(ascii: " ")] : Array(response.body.prefix(max(1, response.body.count / 2)))
+        return Response(status: HTTPResponse.Status(code: response.status), headers: fields, body: ResponseBody { writer in
+            try await writer.write(ByteBuffer(bytes: partial))
+            try? await Task.sleep(nanoseconds: 20_000_000)   // let the partial reply reach the socket
+            await drop(channel, reset: reset)
+            throw DroppedConnection()
+        })
+    }
 
     static func drop(_ channel: any Channel, reset: Bool) async {
         if reset, let provider = channel as? any SocketOptionProvider {
@@ -386,6 +449,27 @@ public final class BitwardenEmulator: Sendable {
         }
         return Response(status: HTTPResponse.Status(code: response.status), headers: fields,
                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: response.body)))
+    }
+}
+
+/// One request the emulator received, for tests and demos that check what a client sent.
+public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
+    /// The HTTP method.
+    public let method: String
+    /// The path, without the query.
+    public let path: String
+    /// The status the server produced (for a dropped reply, the status it would have sent), or
+    /// nil when nothing was processed.
+    public let status: Int?
+    /// The injected fault, if any.
+    public let fault: String?
+    /// The `Bitwarden-Client-Version` header.
+    public let clientVersion: String?
+    /// The `Device-Type` header.
+    public let deviceType: String?
+
+    public var description: String {
+        "\(method) \(path) → \(status.map(String.init) ?? "no reply")" + (fault.map { " [\($0)]" } ?? "")
     }
 }
 

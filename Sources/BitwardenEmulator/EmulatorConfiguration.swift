@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 import VaultCrypto
 
 /// Which server the emulator imitates. The routes and shapes are shared; the flavour decides
@@ -26,9 +25,10 @@ public enum EmulatorFlavor: String, Sendable, Codable, CaseIterable, CustomStrin
 /// which BoringSSL generates from the system's randomness.
 ///
 /// ```swift
-/// let clock = ManualClock(start: Date(timeIntervalSince1970: 1_750_000_000))
+/// let clock = ManualClock(Date(timeIntervalSince1970: 1_750_000_000))   // OfflineSync's test clock
 /// let emulator = BitwardenEmulator(configuration: EmulatorConfiguration(
-///     flavor: .bitwarden, now: clock.now, random: SeededRandomSource(seed: 42)))
+///     flavor: .bitwarden, now: { clock.now }, random: SeededRandomSource(seed: 42)))
+/// clock.advance(by: 3601)   // access tokens issued before are now expired
 /// ```
 public struct EmulatorConfiguration: Sendable {
     /// Which server's behaviour to imitate.
@@ -71,35 +71,6 @@ public struct EmulatorConfiguration: Sendable {
         self.adminToken = adminToken
         self.logger = logger
         self.maximumBodyBytes = maximumBodyBytes
-    }
-}
-
-/// A clock that only moves when told to: inject ``now`` into an ``EmulatorConfiguration`` (or a
-/// client) and call ``advance(by:)`` instead of sleeping.
-///
-/// ```swift
-/// let clock = ManualClock(start: Date(timeIntervalSince1970: 1_750_000_000))
-/// clock.advance(by: 3601)   // every access token issued before is now expired
-/// ```
-public final class ManualClock: Sendable {
-    private let current: Mutex<Date>
-
-    /// A clock that reads `start` until advanced.
-    public init(start: Date = Date(timeIntervalSince1970: 1_767_225_600)) {
-        current = Mutex(start)
-    }
-
-    /// The current instant; pass it as `now:` (`clock.now` is a `@Sendable () -> Date`).
-    @Sendable public func now() -> Date { current.withLock { $0 } }
-
-    /// Moves the clock forward (or backward, with a negative interval).
-    public func advance(by interval: TimeInterval) {
-        current.withLock { $0 = $0.addingTimeInterval(interval) }
-    }
-
-    /// Sets the clock to `date`.
-    public func set(_ date: Date) {
-        current.withLock { $0 = date }
     }
 }
 

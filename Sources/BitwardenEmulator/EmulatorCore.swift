@@ -173,7 +173,7 @@ final class EmulatorCore: Sendable {
             return withLock { state in
                 guard let account = state.account(email: email),
                       constantTimeEquals(Array(account.masterPasswordHash.utf8), Array(hash.utf8)) else {
-                    logger.info("emulator: rejected password grant", metadata: ["email": "\(email)"])
+                    logger.debug("emulator: rejected password grant", metadata: ["email": "\(email)"])
                     return ErrorBodies.oauth("invalid_grant", description: "invalid_username_or_password",
                                              message: "Username or password is incorrect. Try again.")
                 }
@@ -537,7 +537,9 @@ final class EmulatorCore: Sendable {
         }
         var encryptedFor: String?
         if flavor == .bitwarden, case .string(let target)? = body["encryptedFor"] { encryptedFor = target }
-        return .success(ParsedCipherBody(data: data, lastKnown: lastKnown, encryptedFor: encryptedFor))
+        var type: Int?
+        if case .integer(let t)? = body["type"] { type = Int(t) }
+        return .success(ParsedCipherBody(type: type, data: data, lastKnown: lastKnown, encryptedFor: encryptedFor))
     }
 
     private func createCipher(_ request: EmulatorRequest, userId: String, wrapped: Bool) -> EmulatorResponse {
@@ -553,13 +555,11 @@ final class EmulatorCore: Sendable {
             return flavor == .bitwarden ? ErrorBodies.notFound(flavor)
                 : ErrorBodies.error(flavor, status: 400, message: "You don't have permission to add item to organization")
         }
-        guard case .integer(let type)? = data["type"] else { return ErrorBodies.error(flavor, status: 400, message: "Invalid type") }
+        guard let type = parsed.type else { return ErrorBodies.error(flavor, status: 400, message: "Invalid type") }
         return withLock { state in
             let now = nowTicks()
-            var stored = data
-            stored["type"] = nil
-            let cipher = StoredCipher(id: newID(), userId: userId, sequence: state.takeSequence(), type: Int(type),
-                                      data: stored, attachments: nil, creationTicks: now, revisionTicks: now, deletedTicks: nil)
+            let cipher = StoredCipher(id: newID(), userId: userId, sequence: state.takeSequence(), type: type,
+                                      data: data, attachments: nil, creationTicks: now, revisionTicks: now, deletedTicks: nil)
             state.ciphers[cipher.id] = cipher
             touchAccount(userId, in: &state)
             logger.debug("emulator: created cipher", metadata: ["id": "\(cipher.id)"])
@@ -568,6 +568,7 @@ final class EmulatorCore: Sendable {
     }
 
     struct ParsedCipherBody {
+        var type: Int?
         var data: JSONObject
         var lastKnown: String?
         var encryptedFor: String?
@@ -605,12 +606,10 @@ final class EmulatorCore: Sendable {
                     : "Organization mismatch. Please resync the client before updating the cipher")
             }
             if let lastKnown = parsed.lastKnown, let stale = staleCheck(server: cipher.revisionTicks, lastKnown: lastKnown) {
-                logger.info("emulator: rejected stale update", metadata: ["id": "\(cipher.id)", "lastKnown": "\(lastKnown)"])
+                logger.debug("emulator: rejected stale update", metadata: ["id": "\(cipher.id)", "lastKnown": "\(lastKnown)"])
                 return stale
             }
-            var data = parsed.data
-            data["type"] = nil   // the type of an existing item never changes
-            cipher.data = data
+            cipher.data = parsed.data   // `type` is not in it: an existing item's type never changes
             cipher.revisionTicks = bumped(after: cipher.revisionTicks)
             state.ciphers[cipher.id] = cipher
             touchAccount(userId, in: &state)

@@ -1,1 +1,0 @@
-// Tests for this module live beside this file.
