@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func sameScenarioTwice_givesTheSameOutcomes() async throws {
-        let scenario = try Scenario.load(path: Self.fixtures.appendingPathComponent("21-eight-password-changes-none-lost.json").path)
+        let scenario = try Scenario.load(path: Self.fixtures.appendingPathComponent("22-eight-password-changes-none-lost.json").path)
         let first = try await ScenarioRunner().run(scenario)
         let second = try await ScenarioRunner().run(scenario)
         #expect(first.actual == second.actual)
