@@ -56,7 +56,13 @@ public struct ScenarioRunner: Sendable {
     public var server: ScenarioServer = .embedded
     /// Leave the embedded emulator running after the run (it is in the outcome).
     public var keepServerRunning = false
-    public var logger = Logger(label: "vaultlog.replay")
+    /// Where the run's components log (default: warnings and worse only, so a replay's output
+    /// is its result).
+    public var logger: Logger = {
+        var logger = Logger(label: "vaultlog.replay")
+        logger.logLevel = .warning
+        return logger
+    }()
 
     public init() {}
 
@@ -204,6 +210,7 @@ final class Run: @unchecked Sendable {
         switch runner.server {
         case .embedded:
             var configuration = EmulatorConfiguration()
+            configuration.logger = runner.logger
             configuration.flavor = scenario.flavor == "vaultwarden" ? .vaultwarden : .bitwarden
             configuration.now = { clock.now }
             configuration.random = SeededRandomSource(seed: seed &+ 7)
@@ -219,12 +226,12 @@ final class Run: @unchecked Sendable {
         let base = runner.workDirectory ?? NSTemporaryDirectory()
         storePath = runner.storePath ?? (base as NSString).appendingPathComponent(
             "vaultlog-replay-\(scenario.name.filter { $0.isLetter || $0.isNumber || $0 == "-" })-\(UUID().uuidString.prefix(8))")
-        store = try Self.openStore(storePath, clock: clock, seed: seed, realTime: emulator == nil)
+        store = try Self.openStore(storePath, clock: clock, seed: seed, realTime: emulator == nil, logger: runner.logger)
         for user in scenario.users ?? [ScenarioUser(ref: "alice", email: "alice@example.com", password: "alice's master password")] {
             try emulator?.createAccount(email: user.email, password: user.password, iterations: 5000)
-            let client = BitwardenClient(configuration: .selfHosted(serverURL))
+            let client = BitwardenClient(configuration: clientConfiguration())
             let login = try await client.login(email: user.email, password: user.password)
-            let other = BitwardenClient(configuration: .selfHosted(serverURL))
+            let other = BitwardenClient(configuration: clientConfiguration())
             _ = try await other.login(email: user.email, password: user.password)
             try store.saveAccount(StoredAccount(userId: login.userId, email: user.email, kdf: login.kdf, protectedUserKey: login.protectedUserKey))
             store.unlock(userId: login.userId, userKey: login.userKey)
@@ -239,11 +246,20 @@ final class Run: @unchecked Sendable {
         }
     }
 
-    static func openStore(_ path: String, clock: OfflineSync.ManualClock, seed: UInt64, realTime: Bool = false) throws -> VaultLogStore {
+    static func openStore(_ path: String, clock: OfflineSync.ManualClock, seed: UInt64, realTime: Bool = false,
+                          logger: Logger) throws -> VaultLogStore {
         var options = VaultLogStoreOptions()
+        options.logger = logger
+        options.eventLog.logger = logger
         // Against a real server, time is the server's: the device uses the real clock too.
         options.dependencies = realTime ? VaultDependencies() : .deterministic(seed: seed, clock: clock)
         return try VaultLogStore(path: path, options: options)
+    }
+
+    func clientConfiguration() -> BitwardenClientConfiguration {
+        var configuration = BitwardenClientConfiguration.selfHosted(serverURL)
+        configuration.logger = runner.logger
+        return configuration
     }
 
     func finish(stopServer: Bool = true) async {
@@ -309,7 +325,7 @@ final class Run: @unchecked Sendable {
     }
 
     func repository(_ user: User) -> VaultRepository {
-        VaultRepository(store: store, userId: user.userId, server: user.client)
+        VaultRepository(store: store, userId: user.userId, server: user.client, logger: runner.logger)
     }
 
     func resolver(_ user: User) -> OfflineSyncResolver {
@@ -322,7 +338,7 @@ final class Run: @unchecked Sendable {
                 if count.withLock({ $0 += 1; return $0 }) == crashAt { throw ReplayCrash() }
             }
         }
-        return OfflineSyncResolver(store: store, server: user.client, options: options)
+        return OfflineSyncResolver(store: store, server: user.client, options: options, logger: runner.logger)
     }
 
     /// A crash: every in-memory state is dropped and the store reopened (unlocked users stay
@@ -330,7 +346,7 @@ final class Run: @unchecked Sendable {
     func reopen() throws {
         let unlocked = users.filter { store.isUnlocked(userId: $0.userId) }
         store.close()
-        store = try Self.openStore(storePath, clock: clock, seed: seed &+ 100, realTime: emulator == nil)
+        store = try Self.openStore(storePath, clock: clock, seed: seed &+ 100, realTime: emulator == nil, logger: runner.logger)
         for user in unlocked { store.unlock(userId: user.userId, userKey: user.userKey) }
     }
 
@@ -421,7 +437,7 @@ final class Run: @unchecked Sendable {
             let crashing = pendingCrash != nil
             do {
                 if step.do == "sync" {
-                    let result = try await SyncService(store: store, server: user.client, resolver: resolver(user)).fetchSync(userId: user.userId)
+                    let result = try await SyncService(store: store, server: user.client, resolver: resolver(user), logger: runner.logger).fetchSync(userId: user.userId)
                     syncResults.append(result.isApplied ? "applied" : "aborted")
                 } else {
                     _ = try await resolver(user).processPendingChanges(userId: user.userId)
