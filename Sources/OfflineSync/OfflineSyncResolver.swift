@@ -368,7 +368,9 @@ public final class OfflineSyncResolver: Sendable {
             return try await adoptCreated(&item, found, purpose: "recreate", run: run)
         }
         _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
-        let created = try await createOnce(&item, purpose: "recreate", payload: item.latest, run: run)
+        var payload = item.latest
+        payload.deletedDate = nil
+        let created = try await createOnce(&item, purpose: "recreate", payload: payload, run: run)
         return try await adoptCreated(&item, created, purpose: "recreate", run: run)
     }
 
@@ -383,6 +385,11 @@ public final class OfflineSyncResolver: Sendable {
             do {
                 serverCopy = try await server.getCipher(id: id)
             } catch where error.serverErrorKind == .notFound {
+                if !permanent && item.change.hasEdits {
+                    // Edited, then trashed, while another device deleted it for good: the edits
+                    // are a version the user saved, so the item comes back (to be trashed again).
+                    return try await recreate(&item, run: run)
+                }
                 try await record(&item, [(.cleanedUp, OutcomeBody(at: now, reason: "the server no longer has the item")),
                                          (.resolved, OutcomeBody(at: now))],
                                  local: [.delete(cipherId: id)], run: run)

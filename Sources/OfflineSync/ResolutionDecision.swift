@@ -54,10 +54,14 @@ public enum DeleteDecision: Equatable, Sendable {
     public static func decide(changeType: PendingChangeType, latest: Cipher, base: BitwardenDate?, hasEdits: Bool,
                               server: Cipher) -> DeleteDecision {
         let permanent = changeType == .hardDelete
-        if !permanent, server.deletedDate != nil { return .alreadyApplied }
         // Edits that came with a soft delete, already pushed by an earlier, interrupted
         // attempt (every local edit is a fresh encryption, so its name is unique): not a conflict.
-        if !permanent, hasEdits, let name = latest.name, server.name == name { return .apply(pushEdits: false) }
+        if !permanent, hasEdits, let name = latest.name, server.name == name {
+            return server.deletedDate != nil ? .alreadyApplied : .apply(pushEdits: false)
+        }
+        // Already in the trash and nothing of ours to add: the user's intent holds. (With edits
+        // the trash is not enough: they still have to reach the server.)
+        if !permanent, !hasEdits, server.deletedDate != nil { return .alreadyApplied }
         if let base, let revision = server.revisionDate, revision != base { return .drop }
         return .apply(pushEdits: hasEdits && !permanent)
     }

@@ -417,12 +417,13 @@ final class Run: @unchecked Sendable {
             view = view.applyingPasswordHistory(original: before, now: BitwardenDate(clock.now))
             var encrypted = try view.encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index) &+ 1000))
             encrypted.id = id
-            _ = try await user.other.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate)
+            // Journaled before the request: a lost response may still have applied it.
             journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: Self.content(view), offline: false))
+            _ = try await user.other.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate)
         case "anotherDeviceDelete":
             let (user, id) = try currentId(try ref(step, index), step: index)
-            try await user.other.deleteCipher(id: id)
             journal.append(.init(step: index, ref: step.ref!, action: "anotherDeviceDelete", content: nil, offline: false))
+            try await user.other.deleteCipher(id: id)
         case "anotherDeviceCreate":
             let user = try self.user(step.user, step: index)
             let encrypted = try Self.view(try item(step, index)).encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index)))

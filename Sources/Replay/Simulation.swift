@@ -172,6 +172,8 @@ public enum Simulation {
         let scenario = Self.scenario(seed: seed, operations: operations)
         var runner = ScenarioRunner()
         runner.keepStore = true
+        // Injected faults make the resolver warn by design; only errors are worth showing.
+        runner.logger.logLevel = .error
         let outcome = try await runner.run(scenario)
         var violations = check(outcome)
         if let path = outcome.storePath {
