@@ -29,10 +29,12 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
-# The long reliability runs: 1,000 SIGKILLs of the writer (make test runs 100).
+# The long reliability runs: 1,000 SIGKILLs of the writer and 10,000 simulation seeds
+# (make test runs 100 and 500).
 torture: deps
 	$(SWIFT) build --build-tests
 	VAULTLOG_KILLS=1000 $(SWIFT) test --skip-build --filter WriterKillTests
+	VAULTLOG_SIM_SEEDS=10000 $(SWIFT) test --skip-build --filter SimulationTests
 
 # The Bitwarden-compatible emulator on loopback with a demo account (Ctrl-C stops it).
 # PORT=0 picks a free port; FLAVOR=vaultwarden imitates Vaultwarden; ADMIN_TOKEN enables /admin.
