@@ -109,7 +109,7 @@ let package = Package(
         // against stores it makes with OfflineSync.
         .testTarget(
             name: "CLITests",
-            dependencies: ["OfflineSync", "EventLog", "VaultModel", "VaultCrypto"]
+            dependencies: ["OfflineSync", "EventLog", "VaultModel", "VaultCrypto", "Replay"]
         ),
     ]
 )

@@ -215,6 +215,9 @@ public final class VaultLogStore: Sendable {
     /// The user key of an unlocked user.
     public func userKey(userId: String) throws -> SymmetricCryptoKey { try keys(userId).userKey }
 
+    /// The key that seals an unlocked user's events (for `EventLogStore.verify(keys:)`).
+    public func sealingKey(userId: String) throws -> SealingKey { try keys(userId).sealing }
+
     // MARK: Local vault cache
 
     static func cipherKey(_ userId: String, _ cipherId: String) -> [UInt8] {

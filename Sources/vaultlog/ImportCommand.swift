@@ -41,25 +41,8 @@ struct Import: ParsableCommand {
             let unlocked = try key.resolve(accounts: scan.metadata.accounts, users: scan.users, where: "in \(file)")
             if let unlocked { try scan.authenticate(unlocked) }
 
-            var options = VaultLogStoreOptions()
-            options.eventLog.logger = Console.logger("vaultlog.eventlog")
-            options.logger = Console.logger("vaultlog.offlinesync")
-            // Room for the whole file up front, so the one transaction is not re-run to grow the map.
-            options.eventLog.environment.mapSize = max(options.eventLog.environment.mapSize, Self.roundedMapSize(for: scan.fileSize))
-            let store = try VaultLogStore(path: directory, options: options)
+            let store = try Self.load(scan, into: directory)
             defer { store.close() }
-            // Pass 3: write. The closure may run again if the map grows, so it re-reads the file.
-            try store.log.write { txn in
-                guard try txn.lastSequence() == 0 else {
-                    throw CLIError.usage("\(directory) received events while importing; nothing was imported")
-                }
-                let reader = try LineReader(path: file)
-                _ = reader.next()
-                while let line = reader.next() {
-                    try txn.appendSealed(try ExportScan.envelope(line, number: reader.lineNumber))
-                }
-            }
-            for account in scan.metadata.accounts { try store.saveAccount(account) }
 
             let report = try store.log.verify(keys: unlocked.map { [$0.userId: $0.sealingKey] } ?? [:])
             Console.out("imported \(scan.metadata.eventCount) event(s) and \(scan.metadata.accounts.count) account(s) into \(directory)")
@@ -71,6 +54,35 @@ struct Import: ParsableCommand {
                 throw ExitCode(ExitStatus.problemsFound.rawValue)
             }
         }
+    }
+
+    /// Pass 3 of an import: writes every envelope of a checked file into a new store, in one
+    /// transaction, and its stored accounts. Returns the opened store.
+    static func load(_ scan: ExportScan, into directory: String) throws -> VaultLogStore {
+        var options = VaultLogStoreOptions()
+        options.eventLog.logger = Console.logger("vaultlog.eventlog")
+        options.logger = Console.logger("vaultlog.offlinesync")
+        // Room for the whole file up front, so the one transaction is not re-run to grow the map.
+        options.eventLog.environment.mapSize = max(options.eventLog.environment.mapSize, roundedMapSize(for: scan.fileSize))
+        let store = try VaultLogStore(path: directory, options: options)
+        do {
+            // The closure may run again if the map grows, so it re-reads the file.
+            try store.log.write { txn in
+                guard try txn.lastSequence() == 0 else {
+                    throw CLIError.usage("\(directory) received events while importing; nothing was imported")
+                }
+                let reader = try LineReader(path: scan.path)
+                _ = reader.next()
+                while let line = reader.next() {
+                    try txn.appendSealed(try ExportScan.envelope(line, number: reader.lineNumber))
+                }
+            }
+            for account in scan.metadata.accounts { try store.saveAccount(account) }
+        } catch {
+            store.close()
+            throw error
+        }
+        return store
     }
 
     /// Refuses any target but a missing directory, an empty one, or a store without events.

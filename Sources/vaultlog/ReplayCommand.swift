@@ -8,9 +8,11 @@ struct ReplayScenarios: AsyncParsableCommand {
         commandName: "replay",
         abstract: "Run scenario fixtures and print a pass/fail table; a diff for each failure.",
         discussion: """
-        Each PATH is a scenario file (.json) or a directory of them (not recursive). Scenarios run \
-        against the embedded emulator with a fixed clock and seeded ids (Docs/Fixtures.md), so a \
-        failure is reproducible. Exit 1 if any scenario fails, 2 for a malformed scenario.
+        Each PATH is a scenario file (.json), a recorded log (.jsonl, an export with its \
+        NAME.expect.json beside it), or a directory of them (not recursive). Scenarios run against \
+        the embedded emulator with a fixed clock and seeded ids (Docs/Fixtures.md), so a failure is \
+        reproducible; a recorded log is imported into a fresh store and read back. Exit 1 if any \
+        fails, 2 for a malformed file.
         Progress is shown on stderr when stderr is a terminal.
 
         Examples:
@@ -33,6 +35,21 @@ struct ReplayScenarios: AsyncParsableCommand {
         var error: String?
     }
 
+    /// Imports a recorded log into a fresh store and compares what it reads with the expectation.
+    func replayLog(_ file: String) throws -> Row {
+        let expected = try RecordedLog.loadExpectation(path: RecordedLog.expectationPath(forLog: file))
+        let scan = try ExportScan(path: file)
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("vaultlog-replay-log-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try Import.load(scan, into: directory)
+        defer { store.close() }
+        let actual = try RecordedLog.observe(store: store, email: expected.email, password: expected.password)
+        var mismatches = RecordedLog.compare(expected, actual)
+        let report = try store.log.verify(keys: [actual.userId: store.sealingKey(userId: actual.userId)])
+        if !report.isClean { mismatches += report.problems.map { "verify: \($0)" } }
+        return Row(file: file, name: (file as NSString).lastPathComponent, passed: mismatches.isEmpty, mismatches: mismatches)
+    }
+
     func run() async throws {
         var files: [String] = []
         for path in paths {
@@ -42,12 +59,13 @@ struct ReplayScenarios: AsyncParsableCommand {
             }
             if isDirectory.boolValue {
                 let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-                files += names.filter { $0.hasSuffix(".json") }.sorted().map { (path as NSString).appendingPathComponent($0) }
+                files += names.filter { ($0.hasSuffix(".json") && !$0.hasSuffix(".expect.json")) || $0.hasSuffix(".jsonl") }
+                    .sorted().map { (path as NSString).appendingPathComponent($0) }
             } else {
                 files.append(path)
             }
         }
-        guard !files.isEmpty else { throw CLIError.usage("no .json scenarios in \(paths.joined(separator: ", "))") }
+        guard !files.isEmpty else { throw CLIError.usage("no scenarios (.json) or recorded logs (.jsonl) in \(paths.joined(separator: ", "))") }
         var runner = ScenarioRunner()
         runner.logger = Console.logger("vaultlog.replay")
         var rows: [Row] = []
@@ -55,6 +73,15 @@ struct ReplayScenarios: AsyncParsableCommand {
         let progress = ProgressLine("replaying")
         for (index, file) in files.enumerated() {
             progress.update(index, of: files.count)
+            if file.hasSuffix(".jsonl") {
+                do {
+                    rows.append(try replayLog(file))
+                } catch {
+                    if error is ReplayError || (error as? CLIError)?.status == .usage { malformed = true }
+                    rows.append(Row(file: file, name: (file as NSString).lastPathComponent, passed: false, mismatches: [], error: "\(error)"))
+                }
+                continue
+            }
             do {
                 let scenario = try Scenario.load(path: file)
                 let outcome = try await runner.run(scenario)

@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import OfflineSync
+import Replay
 import Testing
 import VaultCrypto
 import VaultModel
@@ -14,56 +15,12 @@ import VaultModel
     static var logFile: String { logs.appendingPathComponent("format-v1.jsonl").path }
     static var expectFile: String { logs.appendingPathComponent("format-v1.expect.json").path }
 
-    /// What a reader of the log must see.
-    struct Expectation: Codable, Equatable {
-        struct Event: Codable, Equatable {
-            var sequence: UInt64
-            var userId: String
-            var cipherId: String
-            var type: String
-            /// Operations: the decrypted name and password of the snapshot.
-            var name: String?
-            var password: String?
-            var passwordChanged: Bool?
-            /// Outcomes: the reason and server id.
-            var reason: String?
-            var serverId: String?
-        }
-        var email: String
-        var password: String
-        var userId: String
-        var events: [Event]
-        /// User A's projection: pending change type and password-change count per cipher, id map.
-        var pending: [String: String]
-        var passwordChanges: [String: Int]
-        var idMap: [String: String]
-    }
+    typealias Expectation = RecordedLog.Expectation
 
     static func observe(storePath: String, email: String, password: String) throws -> Expectation {
         let store = try VaultLogStore(path: storePath)
         defer { store.close() }
-        let userId = try store.unlock(email: email, masterPassword: password)
-        let key = try store.userKey(userId: userId)
-        let events = try store.events(userId: userId).map { event -> Expectation.Event in
-            var e = Expectation.Event(sequence: event.sequence, userId: event.header.userId, cipherId: event.cipherId,
-                                      type: event.type.description)
-            if let op = event.operation {
-                let view = try op.cipher.decrypt(userKey: key)
-                e.name = view.name
-                e.password = view.login?.password
-                e.passwordChanged = op.passwordChanged
-            }
-            if let outcome = event.outcome {
-                e.reason = outcome.reason
-                e.serverId = outcome.serverId
-            }
-            return e
-        }
-        let projection = try store.projection(userId: userId)
-        return Expectation(email: email, password: password, userId: userId, events: events,
-                           pending: projection.pending.mapValues(\.changeType.rawValue),
-                           passwordChanges: projection.pending.mapValues(\.offlinePasswordChangeCount),
-                           idMap: projection.idMap)
+        return try RecordedLog.observe(store: store, email: email, password: password)
     }
 
     /// Regenerates the fixture from the CLI tests' store (run once per new format version:
@@ -81,14 +38,14 @@ import VaultModel
     }
 
     @Test func formatV1Log_importsAndReadsAsItWasWritten() throws {
-        let expected = try JSONDecoder().decode(Expectation.self, from: Data(contentsOf: URL(fileURLWithPath: Self.expectFile)))
+        let expected = try RecordedLog.loadExpectation(path: Self.expectFile)
         #expect(expected.events.count >= 9)
         let dir = TemporaryDirectory("format-v1")
         let store = dir.file("store")
         let imported = try CLI.run(["import", Self.logFile, store])
         #expect(imported.status == 0, "\(imported)")
         let actual = try Self.observe(storePath: store, email: expected.email, password: expected.password)
-        #expect(actual == expected)
+        #expect(actual == expected, "\(RecordedLog.compare(expected, actual).joined(separator: "\n"))")
         let verify = try CLI.run(["verify", store, "--email", expected.email, "--password-stdin"], stdin: expected.password + "\n")
         #expect(verify.status == 0, "\(verify)")
     }
@@ -100,5 +57,30 @@ import VaultModel
             let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
             #expect(object["formatVersion"] as? Int == 1)
         }
+    }
+}
+
+/// `vaultlog replay` on recorded logs: the committed log passes, a broken expectation fails
+/// with a readable diff.
+@Suite struct RecordedLogReplayTests {
+    @Test func replay_recordedLog_passes() throws {
+        let result = try CLI.run(["replay", FormatCompatibilityTests.logFile])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.contains("1 passed, 0 failed"))
+    }
+
+    @Test func replay_brokenLogExpectation_failsWithDiff() throws {
+        let dir = TemporaryDirectory("replay-log")
+        let log = dir.file("broken.jsonl")
+        try FileManager.default.copyItem(atPath: FormatCompatibilityTests.logFile, toPath: log)
+        var expected = try RecordedLog.loadExpectation(path: FormatCompatibilityTests.expectFile)
+        expected.events[1].password = "not what was typed"
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(expected).write(to: URL(fileURLWithPath: dir.file("broken.expect.json")))
+        let result = try CLI.run(["replay", log])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stdout.contains("event 2: expected"))
+        #expect(result.stdout.contains("not what was typed"))
     }
 }

@@ -1,0 +1,78 @@
+import Foundation
+import OfflineSync
+import Testing
+
+/// The binary's story commands: `demo`, `replay`, `simulate`, and their usage errors.
+@Suite struct StoryCommandTests {
+    static let scenarios = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Fixtures/scenarios").path
+
+    @Test func demo_tellsTheStory_leavesAVerifiableLog_andRecordsAReplayableScenario() throws {
+        let dir = TemporaryDirectory("demo")
+        let store = dir.file("store")
+        let recorded = dir.file("demo.json")
+        let result = try CLI.run(["demo", "--dir", store, "--record", recorded])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.contains("The log is in \(store)"))
+        #expect(result.stdout.contains("was backed up as \"VaultLog demo: Bank - 2026-01-01 00:00:00\""))
+        #expect(result.stdout.contains("offline passwords the 5-entry history could not hold"))
+        #expect(result.stdout.contains("Pending now: 0."))
+        #expect(result.stdout.contains("Every expectation of the story held"))
+        // The log it leaves verifies with the account's password, as the printed commands say.
+        let verify = try CLI.run(["verify", store, "--email", "demo@vaultlog.example", "--password-file", store + "-password.txt"])
+        #expect(verify.status == 0, "\(verify)")
+        // The recording replays.
+        let replay = try CLI.run(["replay", recorded])
+        #expect(replay.status == 0, "\(replay)")
+        #expect(replay.stdout.contains("1 passed, 0 failed"))
+    }
+
+    @Test func demo_refusesAnExistingDirectory_andServerWithoutAccount() throws {
+        let dir = TemporaryDirectory("demo-existing")
+        let existing = try CLI.run(["demo", "--dir", dir.path])
+        #expect(existing.status == 2, "\(existing)")
+        #expect(existing.stderr.contains("already exists"))
+        let noAccount = try CLI.run(["demo", "--server", "http://127.0.0.1:9"])
+        #expect(noAccount.status == 2, "\(noAccount)")
+        #expect(noAccount.stderr.contains("--email"))
+    }
+
+    @Test func replay_passingScenario_exitsZeroWithTable() throws {
+        let result = try CLI.run(["replay", Self.scenarios + "/10-update-conflict-server-newer.json"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.contains("pass"))
+        #expect(result.stdout.contains("update-conflict-server-newer"))
+    }
+
+    @Test func replay_brokenExpectation_exitsOneWithDiff() throws {
+        let dir = TemporaryDirectory("replay-broken")
+        var text = try String(contentsOfFile: Self.scenarios + "/06-update-no-conflict.json", encoding: .utf8)
+        text = text.replacingOccurrences(of: "\"password\": \"pw-1\"", with: "\"password\": \"pw-9\"")
+        let file = dir.file("broken.json")
+        try text.write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try CLI.run(["replay", file])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stdout.contains("FAIL"))
+        #expect(result.stdout.contains("server.alice: missing    {name=\"Bank\", password=\"pw-9\""))
+        #expect(result.stdout.contains("0 passed, 1 failed"))
+    }
+
+    @Test func replay_malformedScenario_exitsTwoNamingTheField() throws {
+        let dir = TemporaryDirectory("replay-malformed")
+        let file = dir.file("bad.json")
+        try #"{"format": 1, "name": "x", "steps": [{"ref": "a"}], "expect": {}}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try CLI.run(["replay", file])
+        #expect(result.status == 2, "\(result)")
+        #expect(result.stdout.contains("missing field 'do'"))
+    }
+
+    @Test func simulate_fewSeeds_passes_andBadRangeIsUsage() throws {
+        let result = try CLI.run(["simulate", "--seeds", "1..3", "--json"])
+        #expect(result.status == 0, "\(result)")
+        let summary = try #require(try result.jsonLines().last)
+        #expect(summary["seeds"] as? Int == 3)
+        #expect(summary["failed"] as? Int == 0)
+        let bad = try CLI.run(["simulate", "--seeds", "9..2"])
+        #expect(bad.status == 2, "\(bad)")
+    }
+}
