@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OfflineSync
+import Replay
 import VaultCrypto
 import VaultModel
 
@@ -44,7 +45,7 @@ struct StressWriter: AsyncParsableCommand {
             let store = try VaultLogStore(path: directory, options: options)
             store.unlock(userId: user, userKey: key)
             let repository = VaultRepository(store: store, userId: user, server: UnreachableServer(), logger: Console.logger("vaultlog.stress"))
-            var rng = SplitMix(seed: seed)
+            var rng = SplitMix64(seed: seed)
             var done = 0
             while operations == 0 || done < operations {
                 let locals = try store.localCiphers(userId: user)
@@ -82,18 +83,5 @@ struct StressWriter: AsyncParsableCommand {
             }
             store.close()
         }
-    }
-}
-
-/// A small deterministic generator (SplitMix64) for reproducible stress runs.
-struct SplitMix {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -46,10 +46,14 @@ import Testing
 
     @Test func replay_brokenExpectation_exitsOneWithDiff() throws {
         let dir = TemporaryDirectory("replay-broken")
-        var text = try String(contentsOfFile: Self.scenarios + "/06-update-no-conflict.json", encoding: .utf8)
-        text = text.replacingOccurrences(of: "\"password\": \"pw-1\"", with: "\"password\": \"pw-9\"")
+        // Break only the expectation: the server item is expected with a password never typed.
+        let data = try Data(contentsOf: URL(fileURLWithPath: Self.scenarios + "/06-update-no-conflict.json"))
+        var scenario = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        var expect = try #require(scenario["expect"] as? [String: Any])
+        expect["server"] = ["alice": [["name": "Bank", "password": "pw-9"]]]
+        scenario["expect"] = expect
         let file = dir.file("broken.json")
-        try text.write(toFile: file, atomically: true, encoding: .utf8)
+        try JSONSerialization.data(withJSONObject: scenario).write(to: URL(fileURLWithPath: file))
         let result = try CLI.run(["replay", file])
         #expect(result.status == 1, "\(result)")
         #expect(result.stdout.contains("FAIL"))
