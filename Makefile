@@ -20,9 +20,9 @@ build: deps
 demo: build
 	$$($(SWIFT) build --show-bin-path)/vaultlog demo $(DEMO_ARGS)
 
-# Every scenario fixture, as a table (the test suite runs them too).
+# Every fixture (scenarios and recorded logs), as a table (the test suite runs them too).
 replay: build
-	$$($(SWIFT) build --show-bin-path)/vaultlog replay Fixtures/scenarios
+	$$($(SWIFT) build --show-bin-path)/vaultlog replay Fixtures
 
 # The whole test suite (Swift Testing), debug build. Tests run one at a time: dozens of
 # emulators, HTTP clients and child processes at once on two cores starve each other into

@@ -9,7 +9,7 @@ struct ReplayScenarios: AsyncParsableCommand {
         abstract: "Run scenario fixtures and print a pass/fail table; a diff for each failure.",
         discussion: """
         Each PATH is a scenario file (.json), a recorded log (.jsonl, an export with its \
-        NAME.expect.json beside it), or a directory of them (not recursive). Scenarios run against \
+        NAME.expect.json beside it), or a directory holding them (searched recursively). Scenarios run against \
         the embedded emulator with a fixed clock and seeded ids (Docs/Fixtures.md), so a failure is \
         reproducible; a recorded log is imported into a fresh store and read back. Exit 1 if any \
         fails, 2 for a malformed file.
@@ -58,7 +58,8 @@ struct ReplayScenarios: AsyncParsableCommand {
                 throw CLIError.storage("no scenario file or directory at \(path)")
             }
             if isDirectory.boolValue {
-                let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+                // Recursive: `vaultlog replay Fixtures` runs scenarios/ and logs/.
+                let names = FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? []
                 files += names.filter { ($0.hasSuffix(".json") && !$0.hasSuffix(".expect.json")) || $0.hasSuffix(".jsonl") }
                     .sorted().map { (path as NSString).appendingPathComponent($0) }
             } else {

@@ -37,6 +37,16 @@ import Testing
         #expect(noAccount.stderr.contains("--email"))
     }
 
+    @Test func replay_wholeFixturesDirectory_passesScenariosAndLogs() throws {
+        let fixtures = (Self.scenarios as NSString).deletingLastPathComponent
+        let result = try CLI.run(["replay", fixtures, "--json"])
+        #expect(result.status == 0, "\(result)")
+        let rows = try result.jsonLines()
+        #expect(rows.count >= 41)
+        #expect(rows.allSatisfy { $0["passed"] as? Bool == true })
+        #expect(rows.contains { ($0["file"] as? String)?.hasSuffix("format-v1.jsonl") == true })
+    }
+
     @Test func replay_passingScenario_exitsZeroWithTable() throws {
         let result = try CLI.run(["replay", Self.scenarios + "/10-update-conflict-server-newer.json"])
         #expect(result.status == 0, "\(result)")
