@@ -69,6 +69,8 @@ struct ReplayScenarios: AsyncParsableCommand {
         guard !files.isEmpty else { throw CLIError.usage("no scenarios (.json) or recorded logs (.jsonl) in \(paths.joined(separator: ", "))") }
         var runner = ScenarioRunner()
         runner.logger = Console.logger("vaultlog.replay")
+        // Scenarios inject faults on purpose: the resolver's warnings about them are expected.
+        runner.logger.logLevel = .error
         var rows: [Row] = []
         var malformed = false
         let progress = ProgressLine("replaying")
