@@ -377,7 +377,10 @@ public final class OfflineSyncResolver: Sendable {
     // MARK: Delete
 
     private func resolveDelete(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
-        let permanent = item.change.changeType == .hardDelete
+        // A copy, not reads through `item`: Swift 6.3's optimizer crashed (SIL ownership
+        // verifier) on borrows of `item.change`'s optionals across the awaits below.
+        let change = item.change
+        let permanent = change.changeType == .hardDelete
         let id = item.id
         var staleAnswers = 0
         while true {
@@ -385,7 +388,7 @@ public final class OfflineSyncResolver: Sendable {
             do {
                 serverCopy = try await server.getCipher(id: id)
             } catch where error.serverErrorKind == .notFound {
-                if !permanent && item.change.hasEdits {
+                if !permanent && change.hasEdits {
                     // Edited, then trashed, while another device deleted it for good: the edits
                     // are a version the user saved, so the item comes back (to be trashed again).
                     return try await recreate(&item, run: run)
@@ -395,8 +398,8 @@ public final class OfflineSyncResolver: Sendable {
                                  local: [.delete(cipherId: id)], run: run)
                 return .cleanedUp
             }
-            switch DeleteDecision.decide(changeType: item.change.changeType, latest: item.latest, base: item.change.originalRevisionDate,
-                                         hasEdits: item.change.hasEdits, server: serverCopy) {
+            switch DeleteDecision.decide(changeType: change.changeType, latest: change.latest, base: change.originalRevisionDate,
+                                         hasEdits: change.hasEdits, server: serverCopy) {
             case .alreadyApplied:
                 try await record(&item, [(.deleteApplied, OutcomeBody(at: now, revisionDate: serverCopy.revisionDate,
                                                                        reason: "already in the server's trash")),
@@ -405,11 +408,11 @@ public final class OfflineSyncResolver: Sendable {
                 return .deleted
 
             case .drop:
-                if item.change.hasEdits && !permanent {
+                if change.hasEdits && !permanent {
                     // Edits made before the trash move are a version the user saved: keep them.
-                    var edited = item.latest
+                    var edited = change.latest
                     edited.deletedDate = nil
-                    _ = try await ensureBackup(&item, of: edited, side: .local, timestamp: item.change.updatedAt,
+                    _ = try await ensureBackup(&item, of: edited, side: .local, timestamp: change.updatedAt,
                                                sourceRevision: nil, sourceSequence: item.latestSequence,
                                                reason: "edits made before a dropped trash move", run: run)
                 }
@@ -422,7 +425,7 @@ public final class OfflineSyncResolver: Sendable {
             case .apply(let pushEdits):
                 if pushEdits {
                     // Edits made before the soft delete: the server keeps them in its trash.
-                    var payload = item.latest
+                    var payload = change.latest
                     payload.id = id
                     do {
                         _ = try await server.updateCipher(payload, lastKnownRevisionDate: serverCopy.revisionDate)
