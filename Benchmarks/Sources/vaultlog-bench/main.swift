@@ -68,6 +68,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "log":
     try runLogBench(arguments: Array(arguments.dropFirst()))
+case "breakdown":
+    try runBreakdownBench(arguments: Array(arguments.dropFirst()))
 case "resolver":
     try await runResolverBench(arguments: Array(arguments.dropFirst()))
 default:
