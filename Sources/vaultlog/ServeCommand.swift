@@ -102,6 +102,8 @@ struct ServeCommand: AsyncParsableCommand {
         let signals = SignalWaiter([SIGINT, SIGTERM])
         let url = try await emulator.start(host: host, port: port)
         printSummary(url: url, emulator: emulator)
+        // A script reading the URL through a pipe must see it now, not at exit.
+        fflush(nil)   // every C stream, stdout included (naming `stdout` is not concurrency-safe)
 
         let received = await signals.wait()
         await emulator.stop()

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import OfflineSync
 import Testing
 
@@ -88,5 +91,42 @@ import Testing
         #expect(summary["failed"] as? Int == 0)
         let bad = try CLI.run(["simulate", "--seeds", "9..2"])
         #expect(bad.status == 2, "\(bad)")
+    }
+}
+
+/// `vaultlog serve`: prints its URL at once, answers Bitwarden's prelogin, stops on SIGTERM.
+@Suite struct ServeCommandTests {
+    @Test func serve_printsItsURL_answersPrelogin_andStopsCleanlyOnSIGTERM() async throws {
+        let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["serve", "--port", "0", "--account", "serve-test@example.com:pw-serve", "--iterations", "5000", "--json"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        // The summary is one JSON line, flushed at start.
+        var buffer = Data()
+        let deadline = Date().addingTimeInterval(30)
+        while !buffer.contains(UInt8(ascii: "\n")), Date() < deadline {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            buffer.append(chunk)
+        }
+        let line = try #require(String(decoding: buffer, as: UTF8.self).split(separator: "\n").first, "serve printed nothing")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let identity = try #require((summary["identity"] as? String).flatMap(URL.init(string:)))
+        var request = URLRequest(url: identity.appendingPathComponent("accounts/prelogin"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(#"{"email":"serve-test@example.com"}"#.utf8)
+        let (data, response) = try await URLSession.shared.data(for: request)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let prelogin = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect((prelogin["kdfIterations"] as? Int ?? prelogin["KdfIterations"] as? Int) == 5000)
+        process.terminate()   // SIGTERM
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
     }
 }
