@@ -94,6 +94,35 @@ public final class Environment: @unchecked Sendable {
 
     private static let openPaths = Mutex(Set<String>())
 
+    /// LMDB maps `data.mdb` and reads pages up to the last one its newest meta page names; a
+    /// file cut shorter than that (a bad copy, a full disk) makes those reads fault (SIGBUS),
+    /// killing the process. So before opening, read both meta pages (layout of liblmdb 0.9:
+    /// 16-byte page header, then magic, version, address, map size, two 48-byte DB records
+    /// whose first `md_pad` is the page size, last page number, txn id) and refuse a file shorter
+    /// than `(last page + 1) × page size`. Files that are not LMDB are left to `mdb_env_open`.
+    static func refuseTruncatedDataFile(in directory: String) throws {
+        let file = (directory as NSString).appendingPathComponent("data.mdb")
+        guard let handle = FileHandle(forReadingAtPath: file) else { return }
+        defer { try? handle.close() }
+        let size = (try? handle.seekToEnd()) ?? 0
+        func meta(at offset: UInt64) -> (pageSize: UInt64, lastPage: UInt64, txn: UInt64)? {
+            guard (try? handle.seek(toOffset: offset)) != nil, let page = try? handle.read(upToCount: 152), page.count == 152 else { return nil }
+            func word<T: FixedWidthInteger>(_ at: Int, _: T.Type) -> T {
+                page.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: T.self) }
+            }
+            guard word(16, UInt32.self) == 0xBEEF_C0DE else { return nil }
+            return (UInt64(word(40, UInt32.self)), word(136, UInt64.self), word(144, UInt64.self))
+        }
+        guard let first = meta(at: 0), first.pageSize >= 512, first.pageSize <= 1 << 16 else { return }
+        let second = size >= first.pageSize * 2 ? meta(at: first.pageSize) : nil
+        let newest = (second.map { $0.txn > first.txn } ?? false) ? second! : first
+        let needed = (newest.lastPage + 1) * first.pageSize
+        if size < needed {
+            throw LMDBError(code: MDB_CORRUPTED, operation:
+                "open store \(directory) (data.mdb is truncated: \(size) bytes, its last transaction needs \(needed))")
+        }
+    }
+
     /// Opens (and by default creates) the environment at `path`.
     public init(path: String, options: EnvironmentOptions = EnvironmentOptions()) throws {
         let fm = FileManager.default
@@ -111,6 +140,7 @@ public final class Environment: @unchecked Sendable {
         } else {
             throw LMDBError(code: ENOENT, operation: "open store \(path) (no such directory)")
         }
+        try Self.refuseTruncatedDataFile(in: path)
         let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
         let registered = Self.openPaths.withLock { $0.insert(canonical).inserted }
         guard registered else {

@@ -94,6 +94,29 @@ import Testing
     }
 }
 
+/// Damaged stores: a truncated `data.mdb` (which would make LMDB fault) and a zero-filled one.
+@Suite struct DamagedStoreTests {
+    @Test func truncatedCopy_exits4NamingTheTruncation_zeroFilled_exits4() throws {
+        let fixture = StoreFixture.shared
+        let dir = TemporaryDirectory("damaged")
+        try fixture.copyStore(to: dir.file("cut"))
+        let cut = (dir.file("cut") as NSString).appendingPathComponent("data.mdb")
+        let handle = try #require(FileHandle(forWritingAtPath: cut))
+        try handle.truncate(atOffset: 16_384)
+        try handle.close()
+        for command in [["verify"], ["info"], ["events"], ["pending"]] {
+            let result = try CLI.run(command + [dir.file("cut")])
+            #expect(result.status == 4, "\(command): \(result)")
+            #expect(result.stderr.contains("data.mdb is truncated"), "\(command): \(result)")
+        }
+        try FileManager.default.createDirectory(atPath: dir.file("zero"), withIntermediateDirectories: true)
+        try Data(count: 65_536).write(to: URL(fileURLWithPath: (dir.file("zero") as NSString).appendingPathComponent("data.mdb")))
+        let zero = try CLI.run(["verify", dir.file("zero")])
+        #expect(zero.status == 4, "\(zero)")
+        #expect(zero.stderr.contains("not a readable VaultLog store"))
+    }
+}
+
 /// `vaultlog serve`: prints its URL at once, answers Bitwarden's prelogin, stops on SIGTERM.
 @Suite struct ServeCommandTests {
     @Test func serve_printsItsURL_answersPrelogin_andStopsCleanlyOnSIGTERM() async throws {

@@ -69,6 +69,30 @@ import Foundation
         }
     }
 
+    /// A data file cut short (bad copy, full disk) would make LMDB's reads fault (SIGBUS);
+    /// opening it is refused with a clear error instead, and the file is left as it was.
+    @Test func truncatedDataFile_isRefusedBeforeLMDBMapsIt() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let env = try Environment(path: dir.path)
+            let db = try env.openDatabase("things")
+            try env.write { txn in for n in 0..<2000 { try txn.put(db, key: key(UInt64(n)), value: [UInt8](repeating: 7, count: 200)) } }
+            env.close()
+        }
+        let file = (dir.path as NSString).appendingPathComponent("data.mdb")
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        let handle = try #require(FileHandle(forWritingAtPath: file))
+        try handle.truncate(atOffset: UInt64(size / 2))
+        try handle.close()
+        #expect {
+            try Environment(path: dir.path)
+        } throws: { error in
+            guard let error = error as? LMDBError else { return false }
+            return error.isCorrupted && error.operation.contains("data.mdb is truncated")
+        }
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int == size / 2)
+    }
+
     @Test func mapFull_growsInvisibly() throws {
         let dir = TemporaryDirectory()
         var options = EnvironmentOptions()

@@ -69,6 +69,10 @@ struct CLIError: Error, CustomStringConvertible {
     }
 
     private static func lmdbError(_ error: LMDBError, dataFile: String) -> CLIError {
+        if error.isCorrupted, let range = error.operation.range(of: "data.mdb is truncated") {
+            let detail = error.operation[range.lowerBound...].dropLast(error.operation.hasSuffix(")") ? 1 : 0)
+            return .storage("\(dataFile): \(detail); the copy is incomplete: restore it from a backup (nothing was read or changed)")
+        }
         if error.isInvalidFile || error.isCorrupted {
             return .storage("\(dataFile): not a readable VaultLog store (\(error.message)); the file is corrupt or not a store: restore it from a backup")
         }
