@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build demo test torture replay serve bench-log clean-bench
+.PHONY: deps build demo test torture replay serve bench bench-quick bench-build bench-deps bench-log
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
 deps:
@@ -48,6 +48,29 @@ serve: deps
 		--account $${ACCOUNT:-demo@example.com:demo-password} --iterations $${ITERATIONS:-5000} \
 		$${ADMIN_TOKEN:+--admin-token $$ADMIN_TOKEN}
 
-# Event-log throughput, release build (1M events by default; EVENTS=N to change).
-bench-log: deps
-	cd Benchmarks && $(SWIFT) run -c release vaultlog-bench log --events $${EVENTS:-1000000}
+# Benchmarks (Benchmarks/, its own package: GRDB and the rest stay out of the library products).
+# Release build; each comparison runs its contenders interleaved in one process run and prints
+# one JSON object per figure on stdout (progress on stderr). `make bench` is the full run and
+# rewrites Docs/Performance.md and Docs/performance.svg; `make bench-quick` (about 3 minutes
+# after the build) writes its report to .build-bench/ instead. GROUPS=save,append,... picks groups.
+BENCH := Benchmarks/.build/release/vaultlog-bench
+
+bench-deps: deps
+	@if ! pkg-config --exists sqlite3 || ! command -v openssl >/dev/null; then \
+		echo "Installing libsqlite3-dev and openssl (the SQLite contender and the AES/HMAC floor)..."; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libsqlite3-dev openssl; \
+	fi
+
+bench-build: bench-deps
+	cd Benchmarks && $(SWIFT) build -c release --product vaultlog-bench
+
+bench: bench-build
+	$(BENCH) suite $${GROUPS:+--groups $$GROUPS} --report Docs/Performance.md --analysis Benchmarks/analysis.md --command "make bench"
+
+bench-quick: bench-build
+	@mkdir -p .build-bench
+	$(BENCH) suite --quick $${GROUPS:+--groups $$GROUPS} --report .build-bench/Performance-quick.md --analysis Benchmarks/analysis.md --command "make bench-quick"
+
+# Event-log throughput alone (1M events by default; EVENTS=N to change).
+bench-log: bench-build
+	$(BENCH) log --events $${EVENTS:-1000000}

@@ -1,6 +1,6 @@
 // swift-tools-version:6.1
 // Benchmarks live in their own package so benchmark-only dependencies never reach the
-// library products. Run from the repository root with `make bench-log`.
+// library products. Run from the repository root with `make bench`, `make bench-quick`.
 import PackageDescription
 
 let package = Package(
@@ -8,6 +8,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "VaultLog", path: ".."),
+        // The seed design's SQLite store, for the durable-save comparison only.
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
     ],
     targets: [
         .executableTarget(
@@ -20,6 +22,7 @@ let package = Package(
                 .product(name: "VaultModel", package: "VaultLog"),
                 .product(name: "BitwardenAPI", package: "VaultLog"),
                 .product(name: "BitwardenEmulator", package: "VaultLog"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
     ]

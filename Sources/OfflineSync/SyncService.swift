@@ -64,7 +64,7 @@ public final class SyncService: Sendable {
         }
         for _ in 0..<Self.maxReplaceAttempts {
             let (remaining, lastSequence) = try store.log.read { reader in
-                (try VaultLogStore.headerProjection(reader, userId: userId).count, try reader.lastSequence())
+                (try store.headerProjection(reader, userId: userId).projection.count, try reader.lastSequence())
             }
             if remaining > 0 && unlocked && flags.resolution {
                 return try abort(userId: userId, report: report)

@@ -66,6 +66,9 @@ public struct VaultLogStoreOptions: Sendable {
     public var dependencies = VaultDependencies()
     /// Save a sealed projection checkpoint after folding this many new events.
     public var checkpointInterval = 1000
+    /// Save a pending-set checkpoint (headers only) after folding this many headers, so the
+    /// pending count of a long log is read without scanning it (0 = never).
+    public var pendingCheckpointInterval = 10_000
     public var logger = Logger(label: "vaultlog.offlinesync")
 
     public init() {}
@@ -115,7 +118,11 @@ public final class VaultLogStore: Sendable {
     public let dependencies: VaultDependencies
     let ciphers: Database
     let accounts: Database
+    /// Per user, the pending set from headers as of a sequence (see ``PendingCheckpoint``);
+    /// nil for a read-only store written before it existed.
+    let pendingCheckpoints: Database?
     let checkpointInterval: Int
+    let pendingCheckpointInterval: Int
     let logger: Logger
     private let sessions = Mutex<[String: UnlockedKeys]>([:])
     /// Each unlocked user's projection and the sequence of its newest checkpoint.
@@ -129,8 +136,10 @@ public final class VaultLogStore: Sendable {
         log = try EventLogStore(path: path, options: logOptions)
         ciphers = try log.openDatabase("ciphers")
         accounts = try log.openDatabase("accounts")
+        pendingCheckpoints = options.eventLog.environment.readOnly ? try? log.openDatabase("pending") : try log.openDatabase("pending")
         dependencies = options.dependencies
         checkpointInterval = options.checkpointInterval
+        pendingCheckpointInterval = options.pendingCheckpointInterval
         logger = options.logger
     }
 
@@ -289,7 +298,7 @@ public final class VaultLogStore: Sendable {
         let replaced = try log.write { txn -> Bool in
             let reader = txn.reader
             if let expected, try reader.lastSequence() != expected { return false }
-            let pendingIds = try Self.headerProjection(reader, userId: userId).pending
+            let pendingIds = try headerProjection(reader, userId: userId).projection.pending
             let prefix = Self.userPrefix(userId)
             var existing: [[UInt8]] = []
             try txn.transaction.scan(ciphers, from: prefix) { key, _ in
@@ -409,9 +418,7 @@ public final class VaultLogStore: Sendable {
             let loaded = try loadCheckpoint(userId: userId, keys: keys)
             return (loaded, loaded.lastSequence)
         }()
-        for envelope in try log.envelopes(userId: userId, after: projection.lastSequence) {
-            projection.apply(try VaultEvent(envelope: envelope, key: keys.sealing))
-        }
+        try fold(into: &projection, userId: userId, upTo: .max, key: keys.sealing)
         // Checkpoint once enough events were folded since the last one, so a reopen folds
         // at most `checkpointInterval` events.
         if projection.lastSequence - checkpointedAt >= UInt64(checkpointInterval) {
@@ -427,11 +434,41 @@ public final class VaultLogStore: Sendable {
     public func projection(userId: String, at sequence: UInt64) throws -> Projection {
         let keys = try keys(userId)
         var projection = try loadCheckpoint(userId: userId, keys: keys, atOrBefore: sequence)
-        for envelope in try log.envelopes(userId: userId, after: projection.lastSequence) {
-            guard envelope.header.sequence <= sequence else { break }
-            projection.apply(try VaultEvent(envelope: envelope, key: keys.sealing))
-        }
+        try fold(into: &projection, userId: userId, upTo: sequence, key: keys.sealing)
         return projection
+    }
+
+    /// Events read per batch of a fold: bounds memory however long the log is.
+    static let foldBatch = 4096
+
+    /// Folds the user's events after `projection.lastSequence` up to `sequence` into it, in
+    /// batches of ``foldBatch`` read in one short transaction each; each batch is opened and
+    /// decoded on all cores, then applied in order.
+    func fold(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey) throws {
+        while true {
+            let batch = try log.read { try $0.envelopes(userId: userId, after: projection.lastSequence, limit: Self.foldBatch) }
+                .filter { $0.header.sequence <= sequence }
+            guard !batch.isEmpty else { return }
+            for event in try Self.decode(batch, key: key) { projection.apply(event) }
+            guard batch.count == Self.foldBatch else { return }
+        }
+    }
+
+    /// Opens and decodes envelopes, in parallel for large batches (order kept).
+    static func decode(_ envelopes: [Envelope], key: SealingKey) throws -> [VaultEvent] {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        guard envelopes.count >= 256, cores > 1 else { return try envelopes.map { try VaultEvent(envelope: $0, key: key) } }
+        let results = UnsafeMutableBufferPointer<Result<VaultEvent, any Error>?>.allocate(capacity: envelopes.count)
+        results.initialize(repeating: nil)
+        defer { results.deinitialize(); results.deallocate() }
+        nonisolated(unsafe) let output = results
+        let chunks = cores * 4
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            for i in (envelopes.count * chunk / chunks)..<(envelopes.count * (chunk + 1) / chunks) {
+                output[i] = Result { try VaultEvent(envelope: envelopes[i], key: key) }
+            }
+        }
+        return try results.map { try $0!.get() }
     }
 
     func loadCheckpoint(userId: String, keys: UnlockedKeys, atOrBefore sequence: UInt64 = .max) throws -> Projection {
@@ -459,18 +496,45 @@ public final class VaultLogStore: Sendable {
                                payload: Array(try encoder.encode(projection)), key: keys.sealing)
     }
 
-    /// Pending items and their change types from headers alone: works while locked.
+    /// Pending items and their change types from headers alone: works while locked. Starts
+    /// from the user's pending checkpoint and folds the headers after it; when that tail was
+    /// long, saves a new checkpoint (unless the store is read-only).
     public func pendingFromHeaders(userId: String) throws -> HeaderProjection {
-        try log.read { try Self.headerProjection($0, userId: userId) }
-    }
-
-    static func headerProjection(_ reader: LogReader, userId: String) throws -> HeaderProjection {
-        var projection = HeaderProjection()
-        for sequence in try reader.sequences(userId: userId, cipherId: nil) {
-            guard let envelope = try reader.envelope(at: sequence) else { continue }
-            projection.apply(envelope.header)
+        let (projection, folded) = try log.read { try headerProjection($0, userId: userId) }
+        if pendingCheckpointInterval > 0, folded >= pendingCheckpointInterval, let db = pendingCheckpoints,
+           !log.environment.options.readOnly {
+            do {
+                try log.write { txn in
+                    // Only if no newer checkpoint was saved meanwhile.
+                    let stored = PendingCheckpoint.decode(try txn.transaction.get(db, key: Self.userPrefix(userId)))
+                    guard (stored?.lastSequence ?? 0) < projection.lastSequence else { return }
+                    try txn.transaction.put(db, key: Self.userPrefix(userId), value: PendingCheckpoint.encode(projection))
+                }
+            } catch {
+                logger.warning("could not save the pending checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
+            }
         }
         return projection
+    }
+
+    /// The user's pending set from the checkpoint plus the headers after it, and how many
+    /// headers were folded.
+    func headerProjection(_ reader: LogReader, userId: String) throws -> (projection: HeaderProjection, folded: Int) {
+        var projection = HeaderProjection()
+        if let db = pendingCheckpoints, let bytes = try reader.transaction.get(db, key: Self.userPrefix(userId)) {
+            if let stored = PendingCheckpoint.decode(bytes) {
+                projection = stored
+            } else {
+                logger.warning("ignoring an unreadable pending checkpoint", metadata: ["user": "\(userId)"])
+            }
+        }
+        var folded = 0
+        try reader.forEachHeader(userId: userId, after: projection.lastSequence) { header in
+            projection.apply(header)
+            folded += 1
+            return true
+        }
+        return (projection, folded)
     }
 
     /// Pending count from headers (works while locked).
@@ -509,8 +573,51 @@ public final class VaultLogStore: Sendable {
             }
             for key in keys { try txn.transaction.delete(ciphers, key: key) }
             try txn.transaction.delete(accounts, key: Array(userId.utf8))
+            if let pendingCheckpoints { try txn.transaction.delete(pendingCheckpoints, key: Self.userPrefix(userId)) }
         }
         lock(userId: userId)
         notifyObservers(userId: userId)
+    }
+}
+
+/// The stored form of a user's ``HeaderProjection``: only what the plaintext headers already
+/// show (cipher ids and change types), so it is kept unsealed and read while locked.
+/// `[version 1][lastSequence u64 BE][count u32 BE]` then per item `[idLength u8][id][type u8]`.
+enum PendingCheckpoint {
+    static let types = PendingChangeType.allCases
+
+    static func encode(_ projection: HeaderProjection) -> [UInt8] {
+        var out: [UInt8] = [1]
+        withUnsafeBytes(of: projection.lastSequence.bigEndian) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(projection.pending.count).bigEndian) { out.append(contentsOf: $0) }
+        for (id, type) in projection.pending.sorted(by: { $0.key < $1.key }) {
+            let bytes = Array(id.utf8.prefix(255))
+            out.append(UInt8(bytes.count))
+            out.append(contentsOf: bytes)
+            out.append(UInt8(types.firstIndex(of: type)!))
+        }
+        return out
+    }
+
+    /// Nil when the bytes are not a checkpoint this build reads (then the fold starts over).
+    static func decode(_ bytes: [UInt8]?) -> HeaderProjection? {
+        guard let bytes, bytes.count >= 13, bytes[0] == 1 else { return nil }
+        func be(_ range: Range<Int>) -> UInt64 { bytes[range].reduce(0) { $0 << 8 | UInt64($1) } }
+        var projection = HeaderProjection()
+        projection.lastSequence = be(1..<9)
+        let count = Int(be(9..<13))
+        var offset = 13
+        for _ in 0..<count {
+            guard offset < bytes.count else { return nil }
+            let length = Int(bytes[offset])
+            offset += 1
+            guard offset + length < bytes.count, let id = String(validating: bytes[offset..<offset + length], as: UTF8.self) else { return nil }
+            offset += length
+            let raw = Int(bytes[offset])
+            offset += 1
+            guard raw < types.count else { return nil }
+            projection.pending[id] = types[raw]
+        }
+        return offset == bytes.count ? projection : nil
     }
 }

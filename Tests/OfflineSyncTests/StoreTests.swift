@@ -135,17 +135,72 @@ import VaultModel
         #expect(passwords == ["v1", "v2", "v3"])
     }
 
+    /// Random offline edits, creates, deletes and resolutions of 12 items; after every step the
+    /// pending set read through checkpoints every 3 headers equals the fold from scratch.
+    @Test func pendingCheckpoints_giveTheSameSetAsAFoldFromScratch() throws {
+        let h = try Harness(pendingCheckpointInterval: 3)
+        let cipher = try Harness.login("item", password: "pw").encrypt(userKey: h.userKey)
+        var rng = XorShift(state: 11)
+        let types: [VaultEventType] = [.created, .updated, .updated, .softDeleted, .hardDeleted, .resolved]
+        for step in 0..<300 {
+            let type = types[Int(rng.next() % UInt64(types.count))]
+            let body: VaultEvent.Body = type == .resolved
+                ? .outcome(OutcomeBody(at: BitwardenDate(h.clock.now)))
+                : .operation(OperationBody(cipher: cipher, passwordChanged: false, baseRevisionDate: nil, at: BitwardenDate(h.clock.now)))
+            try h.store.append(userId: h.userId, cipherId: "item-\(rng.next() % 12)", type: type, body: body)
+            let scratch = try h.store.log.headers(userId: h.userId).reduce(into: HeaderProjection()) { $0.apply($1) }
+            let viaCheckpoints = try h.store.pendingFromHeaders(userId: h.userId)
+            #expect(viaCheckpoints.pending == scratch.pending, "step \(step)")
+            #expect(viaCheckpoints.pending == (try h.store.projection(userId: h.userId).pending.mapValues(\.changeType)), "step \(step)")
+        }
+    }
+
+    @Test func unreadablePendingCheckpoint_isIgnored_andTheCountStaysRight() throws {
+        let h = try Harness(pendingCheckpointInterval: 2)
+        let cipher = try Harness.login("item", password: "pw").encrypt(userKey: h.userKey)
+        for n in 0..<5 {
+            try h.store.append(userId: h.userId, cipherId: "item-\(n)", type: .created,
+                               body: .operation(OperationBody(cipher: cipher, passwordChanged: false, baseRevisionDate: nil, at: BitwardenDate(h.clock.now))))
+        }
+        #expect(try h.store.pendingCount(userId: h.userId) == 5)
+        let db = try #require(h.store.pendingCheckpoints)
+        try h.store.log.write { txn in
+            #expect(try txn.transaction.get(db, key: VaultLogStore.userPrefix(h.userId)) != nil, "a checkpoint was saved")
+            try txn.transaction.put(db, key: VaultLogStore.userPrefix(h.userId), value: [1, 0xFF, 7])
+        }
+        #expect(try h.store.pendingCount(userId: h.userId) == 5)
+    }
+
+    @Test func longLog_foldsInBatches_toTheSameProjection() throws {
+        let h = try Harness(checkpointInterval: 1_000_000)
+        let cipher = try Harness.login("item", password: "pw").encrypt(userKey: h.userKey)
+        let events = (0..<(VaultLogStore.foldBatch * 2 + 100)).map { n in
+            VaultLogStore.PlannedEvent(cipherId: "item-\(n % 50)", type: n < 50 ? .created : .updated,
+                                       body: .operation(OperationBody(cipher: cipher, passwordChanged: n % 3 == 0, baseRevisionDate: nil,
+                                                                      at: BitwardenDate(h.clock.now))))
+        }
+        try h.store.append(userId: h.userId, events: events)
+        let folded = try h.store.projection(userId: h.userId)
+        let reference = Projection.fold(userId: h.userId, try h.store.events(userId: h.userId))
+        #expect(folded == reference)
+        #expect(folded.pending["item-0"]?.versionSequences.count == (events.count + 49) / 50, "every version of item-0, across batches")
+    }
+
     @Test func logout_removesUsersEventsAndLocalItems() async throws {
-        let h = try Harness()
+        let h = try Harness(pendingCheckpointInterval: 1)
         var view = try await h.seedSynced("Bank")
         view.login?.password = "x"
         h.server.fail(with: NotConnectedError())
         _ = try await h.repository().updateCipher(view)
+        #expect(try h.store.pendingCount(userId: h.userId) == 1)
+        let db = try #require(h.store.pendingCheckpoints)
+        #expect(try h.store.log.read { try $0.transaction.get(db, key: VaultLogStore.userPrefix(h.userId)) } != nil, "a pending checkpoint exists")
         try h.store.logout(userId: h.userId)
         #expect(try h.store.pendingCount(userId: h.userId) == 0)
         #expect(try h.store.localCiphers(userId: h.userId).isEmpty)
         #expect(try h.eventCount() == 0)
         #expect(!h.store.isUnlocked(userId: h.userId))
+        #expect(try h.store.log.read { try $0.transaction.get(db, key: VaultLogStore.userPrefix(h.userId)) } == nil, "logout removed it")
     }
 
     @Test func noPlaintextSentinel_inAnyFileAfterAllOperations() async throws {
@@ -188,5 +243,16 @@ extension Array where Element == UInt8 {
             i += 1
         }
         return false
+    }
+}
+
+/// A tiny seeded generator for the property tests here.
+struct XorShift {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        return state
     }
 }

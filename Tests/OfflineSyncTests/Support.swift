@@ -117,10 +117,11 @@ struct Harness {
     let userId: String
     let userKey: SymmetricCryptoKey
 
-    init(userId: String = "user-a", seed: UInt64 = 1, checkpointInterval: Int = 1000) throws {
+    init(userId: String = "user-a", seed: UInt64 = 1, checkpointInterval: Int = 1000, pendingCheckpointInterval: Int = 10_000) throws {
         var options = VaultLogStoreOptions()
         options.dependencies = .deterministic(seed: seed, clock: clock)
         options.checkpointInterval = checkpointInterval
+        options.pendingCheckpointInterval = pendingCheckpointInterval
         store = try VaultLogStore(path: dir.path, options: options)
         self.userId = userId
         userKey = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: seed &+ 1000))

@@ -27,16 +27,38 @@ func runResolverBench(arguments: [String]) async throws {
         parallel.append(try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: concurrency, creates: creates))
     }
     let kind = creates ? "creates" : "updates"
-    let s = median(serial), p = median(parallel)
+    let s = Stats(values: serial).median, p = Stats(values: parallel).median
     print("""
     {"bench": "resolver_\(kind)_serial", "metric": "wall_time", "unit": "s", "value": \(String(format: "%.3f", s)), "items": \(items), "latency_ms": \(latencyMs), "concurrency": 1, "baseline": null}
     {"bench": "resolver_\(kind)_concurrent", "metric": "wall_time", "unit": "s", "value": \(String(format: "%.3f", p)), "items": \(items), "latency_ms": \(latencyMs), "concurrency": \(concurrency), "baseline": "resolver_\(kind)_serial", "baseline_value": \(String(format: "%.3f", s)), "ratio": \(String(format: "%.2f", s / p)), "target_ratio": 10}
     """)
 }
 
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    return sorted[sorted.count / 2]
+/// Group 4, resolver: N pending updates, then N pending creates, resolved against the emulator
+/// over loopback HTTP with 20 ms latency per request, at concurrency 1 (the seeds' serial
+/// algorithm) and at the default concurrency, interleaved round by round.
+func runResolverGroup(quick: Bool, results: Results) async throws {
+    let items = quick ? 200 : 1000
+    let rounds = quick ? 2 : 3
+    let latencyMs = 20
+    let concurrency = ResolverOptions().concurrency
+    progress("resolver: \(rounds) rounds of \(items) updates and \(items) creates, \(latencyMs) ms latency, concurrency 1 vs \(concurrency)")
+    for creates in [false, true] {
+        let stats = try await interleave(rounds: rounds, [
+            ("serial", { try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: 1, creates: creates) }),
+            ("concurrent", { try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: concurrency, creates: creates) }),
+        ])
+        let serial = stats["serial"]!, concurrent = stats["concurrent"]!
+        let kind = creates ? "creates" : "updates"
+        // Items per second, so "higher is better" as in the other groups; the ratio is the speed-up.
+        let rate = Stats(values: concurrent.values.map { Double(items) / $0 })
+        let serialRate = Stats(values: serial.values.map { Double(items) / $0 })
+        results.add(Figure(group: "resolver", bench: "resolver_\(kind)", metric: "throughput", unit: "items/s", value: rate,
+                           baseline: "concurrency_1", baselineValue: serialRate, ratio: serial.median / concurrent.median,
+                           target: creates ? nil : .ratioAtLeast(10),
+                           extra: ["items": "\(items)", "latency_ms": "\(latencyMs)", "concurrency": "\(concurrency)",
+                                   "wall_s": json(concurrent.median), "serial_wall_s": json(serial.median)]))
+    }
 }
 
 /// Sets up a fresh emulator and store with `items` pending changes and times one resolution run.

@@ -59,13 +59,10 @@ func runLogBench(arguments: [String]) throws {
     """)
 }
 
-func seconds(_ duration: Duration) -> Double {
-    let (s, attoseconds) = duration.components
-    return Double(s) + Double(attoseconds) / 1e18
-}
-
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
+case "suite":
+    try await runSuite(arguments: Array(arguments.dropFirst()))
 case "log":
     try runLogBench(arguments: Array(arguments.dropFirst()))
 case "breakdown":
@@ -74,9 +71,42 @@ case "resolver":
     try await runResolverBench(arguments: Array(arguments.dropFirst()))
 default:
     FileHandle.standardError.write(Data("""
-        usage: vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--append-only]
+        usage: vaultlog-bench suite [--quick] [--groups save,append,projection,resolver,crypto] [--report PATH] [--analysis PATH]
+               vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--append-only]
+               vaultlog-bench breakdown [--events N]
                vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
 
         """.utf8))
     exit(2)
+}
+
+/// `vaultlog-bench suite`: the five comparison groups; one JSON object per figure on stdout,
+/// progress on stderr, and with `--report` the Markdown report and its chart.
+func runSuite(arguments: [String]) async throws {
+    func option(_ name: String) -> String? {
+        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
+        return arguments[i + 1]
+    }
+    let quick = arguments.contains("--quick")
+    let all = ["save", "append", "projection", "resolver", "crypto"]
+    let groups = option("--groups")?.split(separator: ",").map(String.init) ?? all
+    if let unknown = groups.first(where: { !all.contains($0) }) {
+        throw BenchError("unknown group '\(unknown)'; the groups are \(all.joined(separator: ", "))")
+    }
+    let results = Results()
+    let start = ContinuousClock.now
+    for group in groups {
+        switch group {
+        case "save": try runSaveBench(quick: quick, results: results)
+        case "append": try runAppendBench(quick: quick, results: results)
+        case "projection": try runProjectionBench(quick: quick, results: results)
+        case "resolver": try await runResolverGroup(quick: quick, results: results)
+        default: try runCryptoBench(quick: quick, results: results)
+        }
+    }
+    progress(String(format: "%d figures in %.0f s", results.figures.count, seconds(ContinuousClock.now - start)))
+    if let report = option("--report") {
+        let command = option("--command") ?? "vaultlog-bench suite \(arguments.joined(separator: " "))"
+        try writeReport(results, path: report, command: command, quick: quick, analysisPath: option("--analysis"))
+    }
 }

@@ -1,0 +1,144 @@
+import EventLog
+import Foundation
+import OfflineSync
+import VaultCrypto
+import VaultModel
+
+/// Group 3, projection, on one user's log of N events (1M in the full run): 1,000 login items,
+/// each created, then edited over and over (every other edit changes the password) and resolved
+/// after every 20 edits, so about 1,000 items are pending at any time, as in a device that
+/// resolves now and then. Events are real sealed `VaultEvent`s (bodies encoded once per item).
+/// - header fold: the pending set and change types from headers alone (works while locked);
+/// - full fold: the decrypted `Projection` (change types, password-change counts, base
+///   revisions, the latest snapshot, every version's sequence) with no checkpoint;
+/// - open + pending count: reopen the store and count pending items, with the checkpoint the
+///   full fold left, against the same without a checkpoint (interleaved);
+/// - incremental fold: 1,000 more events, then reopen, unlock and fold checkpoint + tail.
+func runProjectionBench(quick: Bool, results: Results) throws {
+    let total = quick ? 200_000 : 1_000_000
+    let rounds = quick ? 3 : 5
+    let items = 1000
+    progress("projection: writing \(total) events of one user…")
+    let userKey = SymmetricCryptoKey.generate()
+    let userId = "5e1f0c3a-7d42-4b8e-9f10-aa0000000001"
+    let sealing = SealingKey(userKey: userKey)
+
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    let at = BitwardenDate(Date(timeIntervalSince1970: 1_767_225_600))
+    let ids = (0..<items).map { _ in UUID().uuidString.lowercased() }
+    let bodies: [[UInt8]] = try ids.enumerated().map { n, id in
+        var view = CipherView(type: .login, name: "Item \(n)", notes: "notes", login: LoginView(username: "u\(n)", password: "p\(n)"))
+        view.id = id
+        view.revisionDate = at
+        return Array(try encoder.encode(OperationBody(cipher: try view.encrypt(userKey: userKey), passwordChanged: n % 2 == 0,
+                                                      baseRevisionDate: at, at: at)))
+    }
+    let resolvedBody = Array(try encoder.encode(OutcomeBody(at: at)))
+    /// The i-th event of the workload.
+    func event(_ i: Int) -> NewEvent {
+        let item = i % items
+        let round = i / items
+        let phase = round % 21   // 0: created or updated after a resolve, 1…19 updates, 20 resolved
+        let type: VaultEventType = phase == 20 ? .resolved : (round == 0 ? .created : .updated)
+        return NewEvent(userId: userId, cipherId: ids[item], eventType: type.rawValue,
+                        recordedAtMillis: 1_767_225_600_000 + Int64(i), body: type == .resolved ? resolvedBody : bodies[item])
+    }
+
+    try withScratchDirectory("projection") { dir in
+        var options = VaultLogStoreOptions()
+        options.eventLog.environment.mapSize = 4 << 30
+        do {
+            let store = try VaultLogStore(path: dir, options: options)
+            var written = 0
+            while written < total {
+                let n = Swift.min(10_000, total - written)
+                try store.log.append((written..<written + n).map(event), key: sealing)
+                written += n
+            }
+            store.close()
+        }
+
+        // Header fold, locked, no checkpoint.
+        resetPeakRSS()
+        let rssBefore = currentRSS()
+        var headerPending = 0
+        let headerSeconds = try time {
+            let store = try VaultLogStore(path: dir, options: options)
+            headerPending = try store.pendingCount(userId: userId)
+            store.close()
+        }
+        let headerPeak = peakRSS() - rssBefore
+        results.add(Figure(group: "projection", bench: "header_fold", metric: "throughput", unit: "events/s",
+                           value: Stats(values: [Double(total) / headerSeconds]), target: .atLeast(1_000_000),
+                           extra: ["events": "\(total)", "pending": "\(headerPending)", "peak_rss_mib": json(Double(headerPeak) / 1_048_576)]))
+
+        // Full fold, unlocked, no checkpoint (it saves one at the end).
+        resetPeakRSS()
+        let rssBeforeFold = currentRSS()
+        var foldPending = 0
+        let foldSeconds = try time {
+            let store = try VaultLogStore(path: dir, options: options)
+            store.unlock(userId: userId, userKey: userKey)
+            foldPending = try store.projection(userId: userId).pendingCount
+            store.close()
+        }
+        let foldPeak = peakRSS() - rssBeforeFold
+        precondition(foldPending == headerPending, "full fold found \(foldPending) pending, header fold \(headerPending)")
+        results.add(Figure(group: "projection", bench: "full_fold", metric: "throughput", unit: "events/s",
+                           value: Stats(values: [Double(total) / foldSeconds]), target: .atLeast(1_000_000),
+                           extra: ["events": "\(total)", "pending": "\(foldPending)", "peak_rss_mib": json(Double(foldPeak) / 1_048_576),
+                                   "rss_target_mib": "64"]))
+
+        // Open + pending count, with the checkpoint vs without (a copy of the store without it).
+        let bare = dir + "-bare"
+        try FileManager.default.createDirectory(atPath: bare, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: bare) }
+        do {
+            let store = try VaultLogStore(path: bare, options: options)
+            var written = 0
+            while written < total {
+                let n = Swift.min(10_000, total - written)
+                try store.log.append((written..<written + n).map(event), key: sealing)
+                written += n
+            }
+            store.close()
+        }
+        func openAndCount(_ path: String) throws -> Double {
+            var count = 0
+            let seconds = try time {
+                let store = try VaultLogStore(path: path, options: options)
+                count = try store.pendingCount(userId: userId)
+                store.close()
+            }
+            precondition(count == headerPending, "pending count \(count), expected \(headerPending)")
+            return seconds * 1000
+        }
+        let open = try interleave(rounds: rounds, [
+            ("with_checkpoint", { try openAndCount(dir) }),
+            ("without_checkpoint", { try openAndCount(bare) }),
+        ])
+        results.add(Figure(group: "projection", bench: "open_pending_count", metric: "latency", unit: "ms",
+                           value: open["with_checkpoint"]!, baseline: "without_checkpoint", baselineValue: open["without_checkpoint"]!,
+                           ratio: open["without_checkpoint"]!.median / open["with_checkpoint"]!.median, target: .atMost(50),
+                           extra: ["events": "\(total)"]))
+
+        // Incremental fold of a 1,000-event tail after the checkpoint.
+        var tail: [Double] = []
+        var next = total
+        for _ in 0..<rounds {
+            let store = try VaultLogStore(path: dir, options: options)
+            try store.log.append((next..<next + 1000).map(event), key: sealing)
+            next += 1000
+            store.close()
+            tail.append(try time {
+                let store = try VaultLogStore(path: dir, options: options)
+                store.unlock(userId: userId, userKey: userKey)
+                _ = try store.projection(userId: userId)
+                store.close()
+            } * 1000)
+        }
+        results.add(Figure(group: "projection", bench: "incremental_fold_1000", metric: "latency", unit: "ms", value: Stats(values: tail),
+                           extra: ["events": "\(total)", "tail": "1000", "includes": "\"open, unlock, checkpoint load, fold of 1,000 events\""]))
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import GRDB
+import OfflineSync
+import VaultCrypto
+import VaultModel
+
+/// Group 1, durable offline save: one offline edit of an existing item made durable, three ways,
+/// with the same encrypted payloads (login ciphers encrypted before the clock starts):
+/// - `vaultlog`: the local cipher and the sealed `updated` event in one synced LMDB transaction
+///   (`VaultLogStore.append(…localChanges:)`, what `VaultRepository` does after encrypting);
+/// - `sqlite_seed`: the seed design on SQLite through GRDB (WAL, `synchronous=FULL`): the
+///   local-storage upsert of `CipherData`, then the pending-change upsert of
+///   `PendingCipherChangeData` (fetch by cipher and user, update keeping `originalRevisionDate`,
+///   or insert), two saves as in the seed;
+/// - `fdatasync`: the floor, the same bytes VaultLog writes (cipher JSON + envelope) appended
+///   to a file and `fdatasync`ed.
+func runSaveBench(quick: Bool, results: Results) throws {
+    let opsPerRound = quick ? 150 : 500
+    let rounds = quick ? 3 : 7
+    let items = 100
+    progress("durable save: \(rounds) rounds × \(opsPerRound) saves per contender, interleaved")
+
+    let key = SymmetricCryptoKey.generate()
+    let userId = "5e1f0c3a-7d42-4b8e-9f10-aa0000000001"
+    // Two encrypted versions per item (the password changes between them).
+    let versions: [[Cipher]] = try (0..<items).map { n in
+        let id = UUID().uuidString.lowercased()
+        return try (0..<2).map { v in
+            var view = CipherView(type: .login, name: "Bank account \(n)", notes: "Security questions: first pet Rex, street Elm",
+                                  login: LoginView(username: "user\(n)@example.com", password: "correct horse battery \(n)-\(v)",
+                                                   uris: [LoginUriView(uri: "https://bank\(n).example.com/login")]))
+            view.id = id
+            view.revisionDate = BitwardenDate(Date(timeIntervalSince1970: 1_767_225_600))
+            return try view.encrypt(userKey: key)
+        }
+    }
+
+    return try withScratchDirectory("save") { dir in
+        // VaultLog.
+        let store = try VaultLogStore(path: dir + "/vaultlog")
+        store.unlock(userId: userId, userKey: key)
+        var vaultlogLatencies: [Double] = []
+        var vaultlogOp = 0
+        // SQLite, the seed design.
+        let sqlite = try SeedSQLiteStore(path: dir + "/seed.sqlite")
+        var sqliteLatencies: [Double] = []
+        var sqliteOp = 0
+        // The floor.
+        let floor = try FsyncFile(path: dir + "/floor.bin")
+        var floorLatencies: [Double] = []
+        let floorBytes = try versions.flatMap { try $0.map { cipher in
+            Array(try JSONEncoder().encode(cipher)) + [UInt8](repeating: 0x5A, count: try sealedSize(of: cipher))
+        } }
+        var floorOp = 0
+
+        let stats = try interleave(rounds: rounds, [
+            ("vaultlog", {
+                try rate(ops: opsPerRound, latencies: &vaultlogLatencies) {
+                    let cipher = versions[vaultlogOp % items][(vaultlogOp / items) % 2]
+                    vaultlogOp += 1
+                    try store.append(userId: userId, cipherId: cipher.id!, type: .updated,
+                                     body: .operation(OperationBody(cipher: cipher, passwordChanged: true,
+                                                                    baseRevisionDate: cipher.revisionDate, at: BitwardenDate(Date()))),
+                                     localChanges: [.upsert(cipher)])
+                }
+            }),
+            ("sqlite_seed", {
+                try rate(ops: opsPerRound, latencies: &sqliteLatencies) {
+                    let cipher = versions[sqliteOp % items][(sqliteOp / items) % 2]
+                    sqliteOp += 1
+                    try sqlite.saveOffline(cipher, userId: userId, passwordChanged: true)
+                }
+            }),
+            ("fdatasync", {
+                try rate(ops: opsPerRound, latencies: &floorLatencies) {
+                    try floor.appendDurably(floorBytes[floorOp % floorBytes.count])
+                    floorOp += 1
+                }
+            }),
+        ])
+        store.close()
+
+        let v = stats["vaultlog"]!, s = stats["sqlite_seed"]!, f = stats["fdatasync"]!
+        let p50 = Stats(values: [percentile(vaultlogLatencies, 0.5) * 1000])
+        let p99 = Stats(values: [percentile(vaultlogLatencies, 0.99) * 1000])
+        let sqliteP50 = Stats(values: [percentile(sqliteLatencies, 0.5) * 1000])
+        let floorP50 = Stats(values: [percentile(floorLatencies, 0.5) * 1000])
+        let extra = ["ops_per_round": "\(opsPerRound)", "items": "\(items)"]
+        results.add(Figure(group: "save", bench: "durable_save", metric: "throughput", unit: "ops/s", value: v,
+                           baseline: "sqlite_seed", baselineValue: s, ratio: v.median / s.median, target: .ratioAtLeast(2), extra: extra))
+        results.add(Figure(group: "save", bench: "durable_save_floor", metric: "throughput", unit: "ops/s", value: v,
+                           baseline: "fdatasync", baselineValue: f, ratio: v.median / f.median, extra: extra))
+        results.add(Figure(group: "save", bench: "durable_save_p50", metric: "latency_p50", unit: "ms", value: p50,
+                           baseline: "fdatasync", baselineValue: floorP50, ratio: p50.median / floorP50.median, target: .ratioAtMost(1.5),
+                           extra: ["sqlite_seed_p50_ms": json(sqliteP50.median)]))
+        results.add(Figure(group: "save", bench: "durable_save_p99", metric: "latency_p99", unit: "ms", value: p99,
+                           baseline: "fdatasync", baselineValue: Stats(values: [percentile(floorLatencies, 0.99) * 1000]),
+                           ratio: p99.median / (percentile(floorLatencies, 0.99) * 1000),
+                           extra: ["sqlite_seed_p99_ms": json(percentile(sqliteLatencies, 0.99) * 1000)]))
+    }
+}
+
+/// The size of the envelope VaultLog stores for an `updated` event of `cipher`.
+private func sealedSize(of cipher: Cipher) throws -> Int {
+    let body = try JSONEncoder().encode(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: cipher.revisionDate,
+                                                      at: BitwardenDate(Date())))
+    return 20 + 2 + 72 + 16 + 32 + (body.count / 16 + 1) * 16
+}
+
+/// Runs `ops` operations, recording each one's latency; returns operations per second.
+private func rate(ops: Int, latencies: inout [Double], _ op: () throws -> Void) throws -> Double {
+    let start = ContinuousClock.now
+    for _ in 0..<ops {
+        let t = ContinuousClock.now
+        try op()
+        latencies.append(seconds(ContinuousClock.now - t))
+    }
+    return Double(ops) / seconds(ContinuousClock.now - start)
+}
+
+/// The seed's storage on SQLite: `CipherData` (the local vault cache) and
+/// `PendingCipherChangeData` (one record per cipher and user), written as the seed writes them.
+final class SeedSQLiteStore {
+    let queue: DatabaseQueue
+
+    init(path: String) throws {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        queue = try DatabaseQueue(path: path, configuration: configuration)
+        try queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS CipherData (
+                    id TEXT NOT NULL, userId TEXT NOT NULL, modelData BLOB NOT NULL,
+                    PRIMARY KEY (userId, id));
+                CREATE TABLE IF NOT EXISTS PendingCipherChangeData (
+                    id TEXT PRIMARY KEY NOT NULL, cipherId TEXT NOT NULL, userId TEXT NOT NULL,
+                    changeTypeRaw INTEGER NOT NULL, cipherData BLOB, originalRevisionDate REAL,
+                    createdDate REAL NOT NULL, updatedDate REAL NOT NULL, offlinePasswordChangeCount INTEGER NOT NULL,
+                    UNIQUE (userId, cipherId));
+                """)
+        }
+    }
+
+    /// `handleOfflineUpdate`'s writes: the local upsert, then the pending-change upsert.
+    func saveOffline(_ cipher: Cipher, userId: String, passwordChanged: Bool) throws {
+        let id = cipher.id!
+        let model = Array(try JSONEncoder().encode(cipher))
+        try queue.write { db in
+            try db.execute(sql: "INSERT INTO CipherData (id, userId, modelData) VALUES (?, ?, ?) ON CONFLICT(userId, id) DO UPDATE SET modelData = excluded.modelData",
+                           arguments: [id, userId, Data(model)])
+        }
+        let details = Data(try JSONEncoder().encode(cipher))
+        let now = Date().timeIntervalSince1970
+        try queue.write { db in
+            let existing = try Row.fetchOne(db, sql: "SELECT id, offlinePasswordChangeCount FROM PendingCipherChangeData WHERE cipherId = ? AND userId = ?",
+                                            arguments: [id, userId])
+            if let existing {
+                let count: Int = existing["offlinePasswordChangeCount"]
+                try db.execute(sql: "UPDATE PendingCipherChangeData SET cipherData = ?, changeTypeRaw = ?, updatedDate = ?, offlinePasswordChangeCount = ? WHERE id = ?",
+                               arguments: [details, 1, now, count + (passwordChanged ? 1 : 0), existing["id"] as String])
+            } else {
+                try db.execute(sql: """
+                    INSERT INTO PendingCipherChangeData (id, cipherId, userId, changeTypeRaw, cipherData, originalRevisionDate, createdDate, updatedDate, offlinePasswordChangeCount)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [UUID().uuidString, id, userId, 1, details, cipher.revisionDate?.date.timeIntervalSince1970, now, now, passwordChanged ? 1 : 0])
+            }
+        }
+    }
+}
+
+/// An append-only file made durable with `fdatasync` after every write.
+final class FsyncFile {
+    let fd: Int32
+
+    init(path: String) throws {
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+    }
+
+    deinit { close(fd) }
+
+    func appendDurably(_ bytes: [UInt8]) throws {
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count, fdatasync(fd) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+    }
+}
