@@ -31,6 +31,10 @@ public struct EnvironmentOptions: Sendable {
     public var createDirectory: Bool = true
     /// Open read-only (`MDB_RDONLY`): no write transaction can begin.
     public var readOnly: Bool = false
+    /// Open without the lock file (`MDB_NOLOCK`), for reading a store in a directory this user
+    /// cannot write (LMDB otherwise needs write access to `lock.mdb` even to read). Only with
+    /// `readOnly`; a writer in another process at the same time may make reads inconsistent.
+    public var noLock: Bool = false
 
     public init() {}
 }
@@ -162,6 +166,7 @@ public final class Environment: @unchecked Sendable {
                 case .noSync: flags |= UInt32(MDB_NOSYNC)
                 }
                 if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+                if options.readOnly && options.noLock { flags |= UInt32(MDB_NOLOCK) }
                 try check(mdb_env_open(handle, path, flags, 0o600), "mdb_env_open \(path)")
                 var dead: Int32 = 0
                 try check(mdb_reader_check(handle, &dead), "mdb_reader_check")

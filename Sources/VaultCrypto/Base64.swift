@@ -27,22 +27,39 @@ public enum Base64 {
 
     /// Appends the padded base64 of `bytes` to `output`.
     public static func appendEncoded(_ bytes: some Collection<UInt8>, to output: inout [UInt8]) {
+        if bytes.withContiguousStorageIfAvailable({ appendEncoded(UnsafeRawBufferPointer($0), to: &output) }) == nil {
+            Array(bytes).withUnsafeBytes { appendEncoded($0, to: &output) }
+        }
+    }
+
+    /// Appends the padded base64 of raw bytes to `output`: three bytes to four characters,
+    /// written straight into the array's new storage.
+    public static func appendEncoded(_ input: UnsafeRawBufferPointer, to output: inout [UInt8]) {
+        let encodedCount = ((input.count + 2) / 3) * 4
+        guard encodedCount > 0 else { return }
+        let start = output.count
+        output.append(contentsOf: repeatElement(0, count: encodedCount))
         alphabet.withUnsafeBufferPointer { table in
-            var iterator = bytes.makeIterator()
-            while let b0 = iterator.next() {
-                let b1 = iterator.next()
-                let b2 = iterator.next()
-                output.append(table[Int(b0 >> 2)])
-                output.append(table[Int(((b0 & 0x03) << 4) | ((b1 ?? 0) >> 4))])
-                if let b1 {
-                    output.append(table[Int(((b1 & 0x0F) << 2) | ((b2 ?? 0) >> 6))])
-                } else {
-                    output.append(UInt8(ascii: "="))
+            output.withUnsafeMutableBufferPointer { buffer in
+                let out = buffer.baseAddress! + start
+                let count = input.count
+                var i = 0, o = 0
+                while i + 3 <= count {
+                    let b0 = input[i], b1 = input[i + 1], b2 = input[i + 2]
+                    out[o] = table[Int(b0 >> 2)]
+                    out[o + 1] = table[Int(((b0 & 0x03) << 4) | (b1 >> 4))]
+                    out[o + 2] = table[Int(((b1 & 0x0F) << 2) | (b2 >> 6))]
+                    out[o + 3] = table[Int(b2 & 0x3F)]
+                    i += 3
+                    o += 4
                 }
-                if let b2 {
-                    output.append(table[Int(b2 & 0x3F)])
-                } else {
-                    output.append(UInt8(ascii: "="))
+                if i < count {
+                    let b0 = input[i]
+                    let b1: UInt8 = i + 1 < count ? input[i + 1] : 0
+                    out[o] = table[Int(b0 >> 2)]
+                    out[o + 1] = table[Int(((b0 & 0x03) << 4) | (b1 >> 4))]
+                    out[o + 2] = i + 1 < count ? table[Int((b1 & 0x0F) << 2)] : UInt8(ascii: "=")
+                    out[o + 3] = UInt8(ascii: "=")
                 }
             }
         }
@@ -55,7 +72,8 @@ public enum Base64 {
         return string.withUTF8 { decode(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Decodes padded standard base64 from raw ASCII bytes.
+    /// Decodes padded standard base64 from raw ASCII bytes, four characters to three bytes,
+    /// straight into the result's storage.
     public static func decode(_ input: UnsafeRawBufferPointer) -> [UInt8]? {
         let count = input.count
         guard count % 4 == 0 else { return nil }
@@ -63,32 +81,38 @@ public enum Base64 {
         var padding = 0
         if input[count - 1] == UInt8(ascii: "=") { padding += 1 }
         if input[count - 2] == UInt8(ascii: "=") { padding += 1 }
-        var output = [UInt8]()
-        output.reserveCapacity(count / 4 * 3 - padding)
-        let ok: Bool = decodeTable.withUnsafeBufferPointer { table in
-            var index = 0
-            while index < count {
-                let isLast = index + 4 == count
-                let c0 = table[Int(input[index])]
-                let c1 = table[Int(input[index + 1])]
-                let raw2 = input[index + 2]
-                let raw3 = input[index + 3]
-                guard c0 != 0xFF, c1 != 0xFF else { return false }
-                output.append((c0 << 2) | (c1 >> 4))
-                if isLast && raw2 == UInt8(ascii: "=") {
-                    guard raw3 == UInt8(ascii: "=") else { return false }
-                    break
+        let decodedCount = count / 4 * 3 - padding
+        var ok = true
+        let output = decodeTable.withUnsafeBufferPointer { table in
+            [UInt8](unsafeUninitializedCapacity: decodedCount) { out, initialized in
+                var index = 0, o = 0
+                // Whole quads (no padding) first.
+                let whole = padding == 0 ? count : count - 4
+                while index < whole {
+                    let c0 = table[Int(input[index])], c1 = table[Int(input[index + 1])]
+                    let c2 = table[Int(input[index + 2])], c3 = table[Int(input[index + 3])]
+                    guard (c0 | c1 | c2 | c3) & 0xC0 == 0 else { ok = false; break }
+                    out[o] = (c0 << 2) | (c1 >> 4)
+                    out[o + 1] = (c1 << 4) | (c2 >> 2)
+                    out[o + 2] = (c2 << 6) | c3
+                    index += 4
+                    o += 3
                 }
-                let c2 = table[Int(raw2)]
-                guard c2 != 0xFF else { return false }
-                output.append((c1 << 4) | (c2 >> 2))
-                if isLast && raw3 == UInt8(ascii: "=") { break }
-                let c3 = table[Int(raw3)]
-                guard c3 != 0xFF else { return false }
-                output.append((c2 << 6) | c3)
-                index += 4
+                if ok && padding > 0 {
+                    let c0 = table[Int(input[index])], c1 = table[Int(input[index + 1])]
+                    if (c0 | c1) & 0xC0 != 0 {
+                        ok = false
+                    } else {
+                        out[o] = (c0 << 2) | (c1 >> 4)
+                        o += 1
+                        if padding == 1 {
+                            let c2 = table[Int(input[index + 2])]
+                            if c2 & 0xC0 != 0 { ok = false } else { out[o] = (c1 << 4) | (c2 >> 2); o += 1 }
+                        }
+                    }
+                }
+                initialized = ok ? o : 0
             }
-            return true
         }
         return ok ? output : nil
     }

@@ -70,16 +70,16 @@ public struct EncString: Sendable, Hashable, Codable, CustomStringConvertible {
         guard dot == 1, let typeValue = Self.digit(raw[0]) else {
             throw VaultCryptoError.invalidEncString("the type header must be one digit")
         }
+        // Split at '|' with memchr: the parts are long base64 runs.
         var parts: [UnsafeRawBufferPointer] = []
         var start = dot + 1
-        var index = start
-        while index <= raw.count {
-            if index == raw.count || raw[index] == UInt8(ascii: "|") {
-                parts.append(UnsafeRawBufferPointer(rebasing: raw[start..<index]))
-                start = index + 1
-                if parts.count > 3 { break }
-            }
-            index += 1
+        while parts.count <= 3 {
+            let remaining = raw.count - start
+            let bar = remaining > 0 ? memchr(raw.baseAddress! + start, Int32(UInt8(ascii: "|")), remaining) : nil
+            let end = bar.map { UnsafeRawPointer($0) - raw.baseAddress! } ?? raw.count
+            parts.append(UnsafeRawBufferPointer(rebasing: raw[start..<end]))
+            guard bar != nil else { break }
+            start = end + 1
         }
         func decode(_ part: UnsafeRawBufferPointer, _ what: String) throws -> [UInt8] {
             guard !part.isEmpty, let bytes = Base64.decode(part) else {

@@ -68,6 +68,12 @@ enum CLI {
     /// Runs `vaultlog arguments…` with `stdin` and returns its exit status and output.
     static func run(_ arguments: [String], stdin: String? = nil) throws -> RunResult {
         let binary = try #require(CLI.binary, "the vaultlog binary was not found: build it first with 'swift build --build-tests' (or set VAULTLOG_BIN)")
+        return try run(via: binary, arguments, stdin: stdin)
+    }
+
+    /// Runs `executable arguments…` (e.g. a wrapper that runs the binary as another user).
+    static func run(via executable: String, _ arguments: [String], stdin: String? = nil) throws -> RunResult {
+        let binary = executable
         let dir = TemporaryDirectory("vaultlog-run")
         let outPath = dir.file("stdout"), errPath = dir.file("stderr"), inPath = dir.file("stdin")
         FileManager.default.createFile(atPath: outPath, contents: nil)

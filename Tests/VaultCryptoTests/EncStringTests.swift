@@ -134,3 +134,32 @@ import Crypto
         #expect(Base64.decode(ours) == bytes)
     }
 }
+
+@Suite struct Base64StrictnessTests {
+    /// Every 4-character string over a small alphabet with padding in every position: what we
+    /// accept, Foundation accepts and decodes to the same bytes; we refuse padding anywhere but
+    /// at the end (Foundation on Linux accepts "AA=A").
+    @Test func decode_isStrictAboutPadding_andAgreesWithFoundationOnWhatItAccepts() {
+        let symbols = Array("Aa+/=9z*".utf8)
+        var problems: [String] = []
+        for a in symbols { for b in symbols { for c in symbols { for d in symbols {
+            let text = String(decoding: [a, b, c, d], as: UTF8.self)
+            let ours = Base64.decode(text)
+            let wellFormed = text.range(of: #"^[A-Za-z0-9+/]{2}([A-Za-z0-9+/]{2}|[A-Za-z0-9+/]=|==)$"#, options: .regularExpression) != nil
+            if wellFormed != (ours != nil) { problems.append("\(text): ours \(String(describing: ours))") }
+            if let ours, ours != Data(base64Encoded: text).map({ [UInt8]($0) }) { problems.append("\(text): differs from Foundation") }
+        } } } }
+        #expect(problems.isEmpty, "\(problems.prefix(10))")
+    }
+
+    @Test func longInput_roundTrips_andAByteOutsideTheAlphabetAnywhereIsRefused() {
+        let bytes = SeededRandomSource(seed: 9).bytes(4096)
+        let encoded = Array(Base64.encode(bytes).utf8)
+        #expect(encoded.withUnsafeBytes { Base64.decode($0) } == bytes)
+        for position in stride(from: 0, to: encoded.count - 3, by: 97) {
+            var broken = encoded
+            broken[position] = UInt8(ascii: "*")
+            #expect(broken.withUnsafeBytes { Base64.decode($0) } == nil, "position \(position)")
+        }
+    }
+}

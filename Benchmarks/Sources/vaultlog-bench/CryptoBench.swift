@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import VaultCrypto
 import VaultModel
 
@@ -17,13 +20,13 @@ func runCryptoBench(quick: Bool, results: Results) throws {
     let view = CipherView(type: .login, name: "Bank account", notes: "Security questions: first pet Rex, street Elm",
                           login: LoginView(username: "user@example.com", password: "correct horse battery staple",
                                            uris: [LoginUriView(uri: "https://bank.example.com/login")]))
-    let encryptedBlock = EncString.encrypt(block, key: key)
+    let serializedBlock = EncString.encrypt(block, key: key).serializedBytes
     let encryptedCipher = try view.encrypt(userKey: key)
 
     var aesFloor: [Double] = [], hmacFloor: [Double] = []
     let stats = try interleave(rounds: rounds, [
         ("encrypt_4k", { throughput(window: window, bytes: block.count) { _ = EncString.encrypt(block, key: key).serializedBytes } }),
-        ("decrypt_4k", { try throughput(window: window, bytes: block.count) { _ = try EncString(parsing: encryptedBlock.serializedBytes).decrypt(key: key) } }),
+        ("decrypt_4k", { try throughput(window: window, bytes: block.count) { _ = try EncString(parsing: serializedBlock).decrypt(key: key) } }),
         ("encrypt_cipher", { try opsPerSecond(window: window) { _ = try view.encrypt(userKey: key) } }),
         ("decrypt_cipher", { try opsPerSecond(window: window) { _ = try encryptedCipher.decrypt(userKey: key) } }),
         ("openssl", {
@@ -68,23 +71,57 @@ func opsPerSecond(window: Double, _ body: () throws -> Void) rethrows -> Double 
 
 /// `openssl speed … -bytes 4096 -seconds S`: the 4 KiB figure in MB/s (openssl prints kB/s, 1000 bytes).
 private func opensslSpeed(_ algorithm: [String], seconds: Int) throws -> Double {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["openssl", "speed", "-bytes", "4096", "-seconds", "\(seconds)"] + algorithm
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
+    let text = try runWithDefaultSignals(["openssl", "speed", "-bytes", "4096", "-seconds", "\(seconds)"] + algorithm)
     // The last line: "AES-256-CBC     989798.40k" or "hmac(sha256)   1583707.02k".
-    guard process.terminationStatus == 0,
-          let last = text.split(separator: "\n").last,
+    guard let last = text.split(separator: "\n").last,
           let field = last.split(separator: " ").last, field.hasSuffix("k"),
           let kilobytes = Double(field.dropLast()) else {
         throw BenchError("openssl speed \(algorithm.joined(separator: " ")) gave no figure (is openssl installed?): \(text.suffix(200))")
     }
     return kilobytes / 1000
+}
+
+/// Runs a command and returns its stdout. Spawned with an empty signal mask: `openssl speed`
+/// times itself with SIGALRM, which this process's threads block (Foundation's `Process`
+/// passes that mask on, and openssl then never stops).
+func runWithDefaultSignals(_ command: [String]) throws -> String {
+    var pipe: [Int32] = [0, 0]
+    guard Glibc.pipe(&pipe) == 0 else { throw BenchError("pipe failed") }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addclose(&actions, pipe[0])
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    sigaddset(&defaults, SIGALRM)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let argv = command.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawnp(&pid, command[0], &actions, &attributes, argv, environ)
+    close(pipe[1])
+    guard spawned == 0 else { close(pipe[0]); throw BenchError("could not run \(command[0]) (error \(spawned)); is it installed?") }
+    var output = Data()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = read(pipe[0], &buffer, buffer.count)
+        if n <= 0 { break }
+        output.append(contentsOf: buffer[0..<n])
+    }
+    close(pipe[0])
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    guard status == 0 else { throw BenchError("\(command.joined(separator: " ")) failed (status \(status))") }
+    return String(decoding: output, as: UTF8.self)
 }
 
 struct BenchError: Error, CustomStringConvertible {

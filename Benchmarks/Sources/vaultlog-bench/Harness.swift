@@ -33,7 +33,7 @@ func time(_ body: () throws -> Void) rethrows -> Double {
 /// Runs every contender once per round, in turn (A B C A B C …), so drift in the machine
 /// (page cache, another process, thermal) lands on all of them alike. Each closure returns the
 /// round's figure; the result maps contender name → its figures in round order.
-func interleave(rounds: Int, _ contenders: [(name: String, run: () throws -> Double)]) rethrows -> [String: Stats] {
+func interleave(rounds: Int, _ contenders: [(name: String, run: () throws -> Double)]) throws -> [String: Stats] {
     var figures: [String: [Double]] = [:]
     for _ in 0..<rounds {
         for contender in contenders {
@@ -44,7 +44,7 @@ func interleave(rounds: Int, _ contenders: [(name: String, run: () throws -> Dou
 }
 
 /// Async variant of ``interleave(rounds:_:)``.
-func interleave(rounds: Int, _ contenders: [(name: String, run: () async throws -> Double)]) async rethrows -> [String: Stats] {
+func interleave(rounds: Int, _ contenders: [(name: String, run: () async throws -> Double)]) async throws -> [String: Stats] {
     var figures: [String: [Double]] = [:]
     for _ in 0..<rounds {
         for contender in contenders {
@@ -155,8 +155,7 @@ final class Results: @unchecked Sendable {
 
     func add(_ figure: Figure) {
         figures.append(figure)
-        print(figure.jsonLine)
-        fflush(stdout)
+        FileHandle.standardOutput.write(Data((figure.jsonLine + "\n").utf8))
     }
 
     /// A remark for the report's group section (not printed as JSON).

@@ -65,6 +65,14 @@ case "suite":
     try await runSuite(arguments: Array(arguments.dropFirst()))
 case "log":
     try runLogBench(arguments: Array(arguments.dropFirst()))
+case "profile-crypto":
+    // A loop to run under a profiler: EncString encrypt + serialize + parse + decrypt of 4 KiB.
+    let key = SymmetricCryptoKey.generate()
+    let block = [UInt8](repeating: 0x42, count: 4096)
+    for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 20_000) {
+        let bytes = EncString.encrypt(block, key: key).serializedBytes
+        _ = try EncString(parsing: bytes).decrypt(key: key)
+    }
 case "breakdown":
     try runBreakdownBench(arguments: Array(arguments.dropFirst()))
 case "resolver":

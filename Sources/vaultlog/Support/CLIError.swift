@@ -76,6 +76,10 @@ struct CLIError: Error, CustomStringConvertible {
         if error.isInvalidFile || error.isCorrupted {
             return .storage("\(dataFile): not a readable VaultLog store (\(error.message)); the file is corrupt or not a store: restore it from a backup")
         }
+        if error.code == EACCES || error.code == EROFS || error.code == EPERM {
+            let directory = (dataFile as NSString).deletingLastPathComponent
+            return .storage("\(directory): \(error.message) (\(error.operation)); this user cannot write the store's directory: run as its owner, or copy the store somewhere writable (nothing was changed)")
+        }
         if error.code == -30798 /* MDB_NOTFOUND: a database of the store is missing */ {
             return .storage("\(dataFile): not a VaultLog store (\(error.operation): a database is missing)")
         }

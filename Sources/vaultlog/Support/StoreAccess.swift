@@ -12,6 +12,13 @@ enum StoreAccess {
         var options = VaultLogStoreOptions()
         options.eventLog.environment.readOnly = true
         options.eventLog.environment.createDirectory = false
+        // A directory this user can read but not write (a copy from another account, a
+        // read-only mount): LMDB needs write access to lock.mdb even to read, so read without it.
+        let lock = (path as NSString).appendingPathComponent("lock.mdb")
+        if !FileManager.default.isWritableFile(atPath: path)
+            || (FileManager.default.fileExists(atPath: lock) && !FileManager.default.isWritableFile(atPath: lock)) {
+            options.eventLog.environment.noLock = true
+        }
         options.eventLog.logger = Console.logger("vaultlog.eventlog")
         options.logger = Console.logger("vaultlog.offlinesync")
         return try VaultLogStore(path: path, options: options)
@@ -25,6 +32,9 @@ enum StoreAccess {
         }
         guard isDirectory.boolValue else {
             throw CLIError.storage("no VaultLog store at \(path) (it is a file; give the store's directory)")
+        }
+        guard FileManager.default.isReadableFile(atPath: path), FileManager.default.isExecutableFile(atPath: path) else {
+            throw CLIError.storage("\(path): directory not readable by this user (permissions); run as the store's owner")
         }
         let data = (path as NSString).appendingPathComponent("data.mdb")
         guard FileManager.default.fileExists(atPath: data) else {
