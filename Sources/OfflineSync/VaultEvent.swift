@@ -222,6 +222,50 @@ public struct VaultEvent: Sendable, Equatable {
         self.type = type
     }
 
+    /// What a fold needs of an operation that a later operation on the same item supersedes:
+    /// its time, base revision and password flag, with `placeholder` for the snapshot. Read by
+    /// scanning the canonical body (`{"at":…,["baseRevisionDate":…,]"cipher":{…},
+    /// "passwordChanged":…,"v":1}`, sorted keys as ``encode(_:)`` writes) without decoding the
+    /// cipher; nil for any other shape (the caller then decodes it fully).
+    static func operationSummary(header: EventHeader, plaintext: [UInt8], placeholder: Cipher) -> VaultEvent? {
+        guard let type = VaultEventType(rawValue: header.eventType), type.isOperation else { return nil }
+        return plaintext.withUnsafeBufferPointer { b -> VaultEvent? in
+            func starts(_ literal: StaticString, at offset: Int) -> Bool {
+                let n = literal.utf8CodeUnitCount
+                guard offset >= 0, offset + n <= b.count else { return false }
+                return memcmp(b.baseAddress! + offset, literal.utf8Start, n) == 0
+            }
+            /// A JSON string without escapes starting at `offset` (at its opening quote).
+            func string(at offset: Int) -> (String, end: Int)? {
+                guard offset < b.count, b[offset] == UInt8(ascii: "\"") else { return nil }
+                var i = offset + 1
+                while i < b.count, b[i] != UInt8(ascii: "\""), b[i] != UInt8(ascii: "\\") { i += 1 }
+                guard i < b.count, b[i] == UInt8(ascii: "\"") else { return nil }
+                return (String(decoding: UnsafeBufferPointer(rebasing: b[(offset + 1)..<i]), as: UTF8.self), i + 1)
+            }
+            guard starts("{\"at\":", at: 0), let (atText, afterAt) = string(at: 6),
+                  let at = try? BitwardenDate(atText) else { return nil }
+            var offset = afterAt
+            var base: BitwardenDate?
+            if starts(",\"baseRevisionDate\":", at: offset) {
+                guard let (text, end) = string(at: offset + 20), let date = try? BitwardenDate(text) else { return nil }
+                base = date
+                offset = end
+            }
+            guard starts(",\"cipher\":{", at: offset) else { return nil }
+            let passwordChanged: Bool
+            if starts("},\"passwordChanged\":true,\"v\":1}", at: b.count - 31) {
+                passwordChanged = true
+            } else if starts("},\"passwordChanged\":false,\"v\":1}", at: b.count - 32) {
+                passwordChanged = false
+            } else {
+                return nil
+            }
+            return VaultEvent(header: header, type: type,
+                              body: .operation(OperationBody(cipher: placeholder, passwordChanged: passwordChanged, baseRevisionDate: base, at: at)))
+        }
+    }
+
     /// Encodes a body for appending.
     static func encode(_ body: Body) throws -> [UInt8] {
         let encoder = JSONEncoder()

@@ -454,10 +454,30 @@ public final class VaultLogStore: Sendable {
         }
     }
 
-    /// Opens and decodes envelopes, in parallel for large batches (order kept).
+    /// Opens and decodes envelopes, in parallel for large batches (order kept). An operation
+    /// that a later operation on the same item in the batch supersedes has its snapshot left
+    /// undecoded (``VaultEvent/operationSummary(header:plaintext:placeholder:)``): the fold
+    /// keeps only the newest snapshot, and decoding the cipher is most of a fold's cost.
     static func decode(_ envelopes: [Envelope], key: SealingKey) throws -> [VaultEvent] {
+        var latest: [String: Int] = [:]
+        for (i, envelope) in envelopes.enumerated() where VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true {
+            latest[envelope.header.cipherId] = i
+        }
+        let lastOperation = latest
+        let placeholder = Cipher(type: .login)
+        @Sendable func decodeOne(_ i: Int) throws -> VaultEvent {
+            let envelope = envelopes[i]
+            if lastOperation[envelope.header.cipherId].map({ $0 > i }) == true {
+                let plaintext = try envelope.open(key: key)
+                if let event = VaultEvent.operationSummary(header: envelope.header, plaintext: plaintext, placeholder: placeholder) {
+                    return event
+                }
+                return try VaultEvent(header: envelope.header, plaintext: plaintext)
+            }
+            return try VaultEvent(envelope: envelope, key: key)
+        }
         let cores = ProcessInfo.processInfo.activeProcessorCount
-        guard envelopes.count >= 256, cores > 1 else { return try envelopes.map { try VaultEvent(envelope: $0, key: key) } }
+        guard envelopes.count >= 256, cores > 1 else { return try envelopes.indices.map(decodeOne) }
         let results = UnsafeMutableBufferPointer<Result<VaultEvent, any Error>?>.allocate(capacity: envelopes.count)
         results.initialize(repeating: nil)
         defer { results.deinitialize(); results.deallocate() }
@@ -465,7 +485,7 @@ public final class VaultLogStore: Sendable {
         let chunks = cores * 4
         DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
             for i in (envelopes.count * chunk / chunks)..<(envelopes.count * (chunk + 1) / chunks) {
-                output[i] = Result { try VaultEvent(envelope: envelopes[i], key: key) }
+                output[i] = Result { try decodeOne(i) }
             }
         }
         return try results.map { try $0!.get() }

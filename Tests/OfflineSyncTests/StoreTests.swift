@@ -256,3 +256,24 @@ struct XorShift {
         return state
     }
 }
+
+@Suite struct OperationSummaryTests {
+    /// The fold's fast path reads the same time, base revision and password flag as the full
+    /// decode, for every shape the encoder writes, and refuses any other shape.
+    @Test(arguments: [true, false], [true, false])
+    func summary_matchesTheFullDecode(passwordChanged: Bool, withBase: Bool) throws {
+        let h = try Harness()
+        let cipher = try Harness.login("item \"quoted\" {braces}", password: "pw").encrypt(userKey: h.userKey)
+        let body = OperationBody(cipher: cipher, passwordChanged: passwordChanged,
+                                 baseRevisionDate: withBase ? try BitwardenDate("2026-01-01T00:00:00.1234567Z") : nil,
+                                 at: try BitwardenDate("2026-02-03T04:05:06.7000000Z"))
+        let plaintext = try VaultEvent.encode(.operation(body))
+        let header = EventHeader(sequence: 7, userId: "u", cipherId: "c", eventType: VaultEventType.updated.rawValue, recordedAtMillis: 0)
+        let full = try VaultEvent(header: header, plaintext: plaintext).operation
+        let summary = try #require(VaultEvent.operationSummary(header: header, plaintext: plaintext, placeholder: Cipher(type: .login))?.operation)
+        #expect(summary.at == full?.at && summary.baseRevisionDate == full?.baseRevisionDate && summary.passwordChanged == full?.passwordChanged)
+        var other = plaintext
+        other.insert(contentsOf: Array("\"x\":1,".utf8), at: 1)
+        #expect(VaultEvent.operationSummary(header: header, plaintext: other, placeholder: Cipher(type: .login)) == nil)
+    }
+}

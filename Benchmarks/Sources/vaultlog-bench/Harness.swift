@@ -184,31 +184,39 @@ func withScratchDirectory<T>(_ name: String, _ body: (String) async throws -> T)
     return try await body(dir)
 }
 
-/// Peak resident set size of this process so far (VmHWM), in bytes.
-func peakRSS() -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-        let kb = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
-        return kb * 1024
+/// Samples the process's anonymous resident memory (RssAnon: heap and stacks, not the pages of
+/// the memory-mapped store, which the kernel can drop at will) every few milliseconds on a
+/// thread of its own while `body` runs; returns the body's result and the peak in bytes.
+func measuringPeakAnonymousRSS<T>(_ body: () throws -> T) rethrows -> (T, Int) {
+    let sampler = RSSSampler()
+    let done = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        while sampler.lock.withLock({ sampler.running }) {
+            let rss = anonymousRSS()
+            sampler.lock.withLock { sampler.peak = Swift.max(sampler.peak, rss) }
+            usleep(2000)
+        }
+        done.signal()
     }
-    return 0
+    let result = try body()
+    let last = anonymousRSS()
+    sampler.lock.withLock { sampler.running = false; sampler.peak = Swift.max(sampler.peak, last) }
+    done.wait()
+    return (result, sampler.peak)
 }
 
-/// Resets the peak RSS counter (Linux ≥ 4.0: write 5 to clear_refs), so a phase's peak can be
-/// read on its own. Returns false where that is not possible.
-@discardableResult
-func resetPeakRSS() -> Bool {
-    guard let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") else { return false }
-    defer { try? handle.close() }
-    return (try? handle.write(contentsOf: Data("5".utf8))) != nil
+/// The shared state of ``measuringPeakAnonymousRSS(_:)``'s sampling thread.
+private final class RSSSampler: @unchecked Sendable {
+    let lock = NSLock()
+    var peak = 0
+    var running = true
 }
 
-/// Current resident set size (VmRSS), in bytes.
-func currentRSS() -> Int {
+/// RssAnon of this process, in bytes.
+func anonymousRSS() -> Int {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        let kb = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
-        return kb * 1024
+    for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {
+        return (line.split(separator: " ").compactMap { Int($0) }.first ?? 0) * 1024
     }
     return 0
 }

@@ -1,6 +1,8 @@
 import EventLog
 import Foundation
 import LMDB
+import OfflineSync
+import VaultModel
 import VaultCrypto
 
 /// `vaultlog-bench log [--events N] [--batch N] [--body BYTES]`: sealed batched append and
@@ -72,6 +74,22 @@ case "profile-crypto":
     for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 20_000) {
         let bytes = EncString.encrypt(block, key: key).serializedBytes
         _ = try EncString(parsing: bytes).decrypt(key: key)
+    }
+case "profile-save":
+    // A loop to run under a profiler: durable offline saves of one item.
+    try withScratchDirectory("profile-save") { dir in
+        let key = SymmetricCryptoKey.generate()
+        var view = CipherView(type: .login, name: "Bank", notes: "n", login: LoginView(username: "u", password: "p"))
+        view.id = UUID().uuidString.lowercased()
+        let cipher = try view.encrypt(userKey: key)
+        let store = try VaultLogStore(path: dir)
+        store.unlock(userId: "u", userKey: key)
+        for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 2000) {
+            try store.append(userId: "u", cipherId: cipher.id!, type: .updated,
+                             body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: nil, at: BitwardenDate(Date()))),
+                             localChanges: [.upsert(cipher)])
+        }
+        store.close()
     }
 case "breakdown":
     try runBreakdownBench(arguments: Array(arguments.dropFirst()))
