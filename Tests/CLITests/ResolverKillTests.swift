@@ -1,0 +1,385 @@
+import Dispatch
+import EventLog
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import OfflineSync
+import Replay
+import Testing
+import VaultCrypto
+import VaultModel
+
+/// Kill test of the resolver: the emulator runs in a process of its own (`vaultlog serve`,
+/// 5–20 ms latency per request); for each workload, `vaultlog resolve-worker prepare` makes a
+/// store with a seeded mix of offline creates, password changes and bursts (soft conflicts),
+/// trash moves, edits in the trash, permanent deletes, and another device's edits and deletes
+/// (conflicts); then `resolve-worker resolve` is started again and again and SIGKILLed at a
+/// random moment after it logged in, until a run finishes on its own; a last run must find
+/// nothing to do. Then DESIGN §9 is checked against the emulator's state, read through its
+/// admin route and decrypted with the user's key: every version the user saved last is on the
+/// server, active or as a backup, and every password typed offline is recoverable (§9.2); no
+/// two server items alike and no name twice (§9.3); nothing pending (§9.4); the local store is
+/// the server's copy; `verify` clean and no typed password in the store's files.
+///
+/// `make test` runs 60 kills, `make torture` many more (`VAULTLOG_RESOLVER_KILLS`);
+/// `VAULTLOG_RESOLVER_KILL_SEED` picks the workloads and the kill moments.
+@Suite(.serialized) struct ResolverKillTests {
+    static let kills = Int(ProcessInfo.processInfo.environment["VAULTLOG_RESOLVER_KILLS"] ?? "") ?? 60
+    static let seed = UInt64(ProcessInfo.processInfo.environment["VAULTLOG_RESOLVER_KILL_SEED"] ?? "") ?? 20261124
+    /// Kills of one workload before it is left to finish: bounds a workload whose resolution
+    /// is longer than most kill delays.
+    static let maxKillsPerWorkload = 20
+    /// Any child that runs longer than this is stuck: it is killed and reported.
+    static let childTimeout: TimeInterval = 60
+
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    /// What a run saw; `problems` are invariant violations and unexpected exits.
+    struct Summary {
+        var kills = 0
+        var killsMidResolution = 0
+        var rounds = 0
+        var workloads = 0
+        var resolved = 0
+        var effects = 0
+        var problems: [String] = []
+    }
+
+    @Test func sigkillDuringResolution_losesNoVersionAndDuplicatesNothing() async throws {
+        let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build --build-tests)")
+        let summary = try await onOwnThread { try Self.killRun(binary: binary) }
+        #expect(summary.problems.isEmpty, "\(summary.problems.prefix(30).joined(separator: "\n"))")
+        #expect(summary.kills >= Self.kills)
+        // Most kills must interrupt resolution after a server effect, or the test proves little.
+        #expect(summary.killsMidResolution * 2 > summary.kills, "only \(summary.killsMidResolution) of \(summary.kills) kills landed after a server effect")
+    }
+
+    /// The checks are not vacuous: a workload left unresolved is reported (pending items,
+    /// versions the server does not have).
+    @Test func unresolvedWorkload_isReportedAsViolations() async throws {
+        let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build --build-tests)")
+        let violations = try await onOwnThread { () -> [String] in
+            let server = try ServeProcess(binary: binary)
+            defer { server.stop() }
+            let dir = TemporaryDirectory("vaultlog-rkill-check")
+            let workload = try Workload(seed: Self.seed &+ 999, server: server, dir: dir)
+            try workload.prepare(binary: binary)
+            return try workload.violations(server: server)
+        }
+        #expect(violations.contains { $0.hasPrefix("invariant 4") }, "\(violations)")
+        #expect(violations.contains { $0.hasPrefix("invariant 2") }, "\(violations)")
+    }
+
+    // MARK: The run
+
+    /// Workloads until `kills` SIGKILLs were sent; returns what was seen.
+    static func killRun(binary: String) throws -> Summary {
+        let start = Date()
+        let server = try ServeProcess(binary: binary)
+        defer { server.stop() }
+        // Latency spreads a resolution over many round trips, so kills land between its steps.
+        _ = try server.admin("POST", "faults/latency", body: ["latency": 0.005, "jitter": 0.015])
+        let dir = TemporaryDirectory("vaultlog-rkill")
+        var rng = SplitMix64(seed: Self.seed)
+        var summary = Summary()
+        while summary.kills < Self.kills {
+            let workload = try Workload(seed: Self.seed &+ UInt64(summary.workloads), server: server, dir: dir)
+            summary.workloads += 1
+            summary.resolved += try workload.prepare(binary: binary)
+            var workloadKills = 0
+            var finished = false
+            while !finished, workloadKills < Self.maxKillsPerWorkload, summary.kills < Self.kills {
+                summary.rounds += 1
+                let concurrency = [1, 4, 16][Int(rng.next() % 3)]
+                // 0–400 ms after login: a concurrency-1 run lasts about a second at this latency.
+                let delay = UInt32(rng.next() % 400_000)
+                let round = try workload.resolve(binary: binary, concurrency: concurrency, killAfter: delay)
+                summary.effects += round.effects
+                if round.killed {
+                    summary.kills += 1
+                    workloadKills += 1
+                    if round.effects > 0 { summary.killsMidResolution += 1 }
+                } else if round.status == 0 {
+                    finished = true
+                } else {
+                    summary.problems.append("seed \(workload.seed), round \(summary.rounds): resolve-worker exited \(round.status)\n\(round.output)")
+                }
+            }
+            // The last run is never killed: it finishes, or finds nothing left to do.
+            summary.rounds += 1
+            let last = try workload.resolve(binary: binary, concurrency: 16, killAfter: nil)
+            if last.status != 0 || !last.output.contains("done: nothing pending") {
+                summary.problems.append("seed \(workload.seed): the unkilled run exited \(last.status)\n\(last.output)")
+            }
+            summary.problems += try workload.violations(server: server).map { "seed \(workload.seed) (VAULTLOG_RESOLVER_KILL_SEED=\(Self.seed)): \($0)" }
+        }
+        let seconds = String(format: "%.1f", Date().timeIntervalSince(start))
+        print("resolver kill test: \(summary.kills) SIGKILLs (\(summary.killsMidResolution) after a server effect), \(summary.rounds) rounds, "
+              + "\(summary.workloads) workloads, \(summary.resolved) pending changes resolved, \(summary.effects) server effects logged, "
+              + "\(summary.problems.count) invariant violations; \(seconds) s")
+        return summary
+    }
+
+    // MARK: One workload
+
+    /// One account on the server and one device store with its offline workload.
+    struct Workload {
+        let seed: UInt64
+        let email: String
+        let password: String
+        let userId: String
+        let store: String
+        let passwordFile: String
+        let journalFile: String
+        let server: ServeProcess
+
+        init(seed: UInt64, server: ServeProcess, dir: TemporaryDirectory) throws {
+            self.seed = seed
+            self.server = server
+            email = "kill-\(seed)@example.com"
+            password = "master password \(seed)"
+            store = dir.file("store-\(seed)")
+            passwordFile = dir.file("password-\(seed).txt")
+            journalFile = dir.file("journal-\(seed).json")
+            try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+            let account = try server.admin("POST", "accounts", body: ["email": email, "password": password, "iterations": 5000])
+            guard let userId = (account as? [String: Any])?["userId"] as? String else {
+                throw Failure(description: "POST /admin/accounts answered \(account)")
+            }
+            self.userId = userId
+        }
+
+        var accountArguments: [String] { ["--server", server.url.absoluteString, "--email", email, "--password-file", passwordFile] }
+
+        /// Makes the store; returns the number of pending changes.
+        @discardableResult
+        func prepare(binary: String) throws -> Int {
+            let result = try CLI.run(["resolve-worker", "prepare", store] + accountArguments
+                                     + ["--seed", "\(seed)", "--items", "10", "--operations", "40", "--journal", journalFile])
+            guard result.status == 0 else { throw Failure(description: "resolve-worker prepare, seed \(seed): \(result)") }
+            return try prepared().pending
+        }
+
+        struct Prepared: Decodable {
+            var userId: String
+            var pending: Int
+            var journal: [ScenarioJournalEntry]
+        }
+
+        func prepared() throws -> Prepared {
+            try JSONDecoder().decode(Prepared.self, from: Data(contentsOf: URL(fileURLWithPath: journalFile)))
+        }
+
+        struct Round {
+            var killed: Bool
+            var status: Int32
+            var effects: Int
+            var output: String
+        }
+
+        /// One `resolve-worker resolve`; with `killAfter`, SIGKILLed that many microseconds
+        /// after it said it logged in (its first line), unless it finished first.
+        func resolve(binary: String, concurrency: Int, killAfter delay: UInt32?) throws -> Round {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)"]
+            let stdout = Pipe(), stderr = Pipe()
+            process.standardOutput = stdout
+            process.standardError = stderr
+            try process.run()
+            let watchdog = Watchdog(process, after: ResolverKillTests.childTimeout)
+            // stderr drained at once: a full pipe would block the child.
+            let errData = StreamReader(stderr.fileHandleForReading)
+            var text = ""
+            if let delay {
+                // Logged in and about to resolve: the kill is timed from here.
+                text = readLine(stdout.fileHandleForReading)
+                usleep(delay)
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            }
+            text += String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            let timedOut = watchdog.cancel()
+            let errText = errData.finish()
+            let killed = process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL && !timedOut
+            let effects = text.split(separator: "\n").filter { $0.hasPrefix("effect ") }.count
+            var output = "--- stdout\n\(text)--- stderr\n\(errText)"
+            if timedOut { output = "TIMED OUT after \(Int(ResolverKillTests.childTimeout)) s\n" + output }
+            return Round(killed: killed, status: killed ? 0 : (timedOut ? -1 : process.terminationStatus), effects: effects, output: output)
+        }
+
+        /// DESIGN §9.2–9.6 against the server's state (admin route, decrypted here) and the store.
+        func violations(server: ServeProcess) throws -> [String] {
+            let prepared = try prepared()
+            var violations: [String] = []
+            let vault = try VaultLogStore(path: store)
+            let userKey: SymmetricCryptoKey
+            let pending: Int
+            let localIds: Set<String>
+            do {
+                defer { vault.close() }
+                let unlocked = try vault.unlock(email: email, masterPassword: password)
+                guard unlocked == userId else { throw Failure(description: "the store's user is \(unlocked), the server's \(userId)") }
+                userKey = try vault.userKey(userId: userId)
+                pending = try vault.projection(userId: userId).pendingCount
+                localIds = Set(try vault.localCiphers(userId: userId).compactMap(\.id))
+            }
+            let raw = try server.adminData("GET", "ciphers?userId=\(userId)")
+            let ciphers = try JSONDecoder().decode([Cipher].self, from: raw)
+            let items = try ciphers.map { cipher -> ScenarioItemExpectation in
+                let view = try cipher.decrypt(userKey: userKey)
+                return ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
+                                               passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
+                                               deleted: view.deletedDate != nil)
+            }
+            violations += Simulation.check(journal: prepared.journal, pending: ["u1": pending], server: ["u1": items])
+            // A create posted twice carries the item's exact name twice (backups add a suffix).
+            for (name, count) in Dictionary(grouping: items.compactMap(\.name), by: { $0 }).mapValues(\.count).sorted(by: { $0.key < $1.key })
+            where count > 1 {
+                violations.append("invariant 3: \(count) server items named \(name.debugDescription)")
+            }
+            // The sync that ended the last run replaced the local store with the server's items.
+            let serverIds = Set(ciphers.compactMap(\.id))
+            if pending == 0, localIds != serverIds {
+                violations.append("local store differs from the server after the sync: local only \(localIds.subtracting(serverIds).sorted()), "
+                                  + "server only \(serverIds.subtracting(localIds).sorted())")
+            }
+            violations += try Simulation.storeViolations(
+                path: store, users: [ScenarioUser(ref: "u1", email: email, password: password)],
+                typedPasswords: Set(prepared.journal.filter { !$0.action.hasPrefix("anotherDevice") }.compactMap { $0.content?.password }))
+            return violations
+        }
+    }
+
+    // MARK: Processes
+
+    /// `vaultlog serve` in a child process: port 0, an admin token, 5000 PBKDF2 iterations.
+    final class ServeProcess: Sendable {
+        static let token = "resolver-kill-admin-token"
+        let process: Process
+        let url: URL
+
+        init(binary: String) throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["serve", "--port", "0", "--json", "--admin-token", Self.token, "--iterations", "5000"]
+            let stdout = Pipe()
+            process.standardOutput = stdout
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let line = readLine(stdout.fileHandleForReading).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let summary = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let text = summary["url"] as? String, let url = URL(string: text) else {
+                if process.isRunning { process.terminate() }
+                process.waitUntilExit()
+                throw Failure(description: "vaultlog serve did not print its URL (got \(line.debugDescription), exit \(process.terminationStatus))")
+            }
+            self.process = process
+            self.url = url
+        }
+
+        /// SIGTERM (a clean stop) and wait.
+        func stop() {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+        }
+
+        func adminData(_ method: String, _ path: String, body: [String: Any]? = nil) throws -> Data {
+            var request = URLRequest(url: URL(string: url.absoluteString + "/admin/" + path)!)
+            request.httpMethod = method
+            request.setValue(Self.token, forHTTPHeaderField: "X-Admin-Token")
+            if let body { request.httpBody = try JSONSerialization.data(withJSONObject: body) }
+            let done = DispatchSemaphore(value: 0)
+            let result = LockedBox<Result<(Data, Int), any Error>>(.failure(Failure(description: "no reply")))
+            URLSession.shared.dataTask(with: request) { data, response, error in
+                if let error { result.set(.failure(error)) }
+                else { result.set(.success((data ?? Data(), (response as? HTTPURLResponse)?.statusCode ?? 0))) }
+                done.signal()
+            }.resume()
+            done.wait()
+            let (data, status) = try result.get().get()
+            guard status == 200 else {
+                throw Failure(description: "\(method) /admin/\(path): HTTP \(status) \(String(decoding: data, as: UTF8.self))")
+            }
+            return data
+        }
+
+        func admin(_ method: String, _ path: String, body: [String: Any]? = nil) throws -> Any {
+            try JSONSerialization.jsonObject(with: adminData(method, path, body: body))
+        }
+    }
+}
+
+/// What a child wrote up to the end of its first line (possibly more lines), or before closing.
+private func readLine(_ handle: FileHandle) -> String {
+    var bytes = Data()
+    while true {
+        let chunk = handle.availableData
+        if chunk.isEmpty { break }
+        bytes.append(chunk)
+        if chunk.contains(UInt8(ascii: "\n")) { break }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// Reads a pipe to its end on a thread of its own (stdout and stderr drained at once).
+private final class StreamReader: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var data = Data()
+
+    init(_ handle: FileHandle) {
+        Thread.detachNewThread { [self] in
+            data = handle.readDataToEndOfFile()
+            done.signal()
+        }
+    }
+
+    func finish() -> String {
+        done.wait()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// SIGKILLs a child that is still running after `seconds` (a stuck child fails the test
+/// instead of hanging it).
+private final class Watchdog: @unchecked Sendable {
+    private let state = LockedBox<(cancelled: Bool, fired: Bool)>((false, false))
+
+    init(_ process: Process, after seconds: TimeInterval) {
+        let pid = process.processIdentifier
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [state] in
+            let fire = state.update { s -> Bool in
+                guard !s.cancelled else { return false }
+                s.fired = true
+                return true
+            }
+            if fire { kill(pid, SIGKILL) }
+        }
+    }
+
+    /// Stops the watchdog; true if it had fired.
+    func cancel() -> Bool {
+        state.update { s in
+            s.cancelled = true
+            return s.fired
+        }
+    }
+}
+
+private final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func set(_ newValue: Value) { lock.withLock { value = newValue } }
+    func get() -> Value { lock.withLock { value } }
+    func update<T>(_ body: (inout Value) -> T) -> T { lock.withLock { body(&value) } }
+}
+
+/// Runs blocking work (sleeps, waits for processes) on a thread of its own, off the few Swift
+/// concurrency threads other tests need.
+private func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
