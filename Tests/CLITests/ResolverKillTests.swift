@@ -78,23 +78,28 @@ import VaultModel
         let start = Date()
         let server = try ServeProcess(binary: binary)
         defer { server.stop() }
-        // Latency spreads a resolution over many round trips, so kills land between its steps.
-        _ = try server.admin("POST", "faults/latency", body: ["latency": 0.005, "jitter": 0.015])
         let dir = TemporaryDirectory("vaultlog-rkill")
         var rng = SplitMix64(seed: Self.seed)
         var summary = Summary()
         while summary.kills < Self.kills {
             let workload = try Workload(seed: Self.seed &+ UInt64(summary.workloads), server: server, dir: dir)
             summary.workloads += 1
+            _ = try server.admin("POST", "faults/latency", body: ["latency": 0, "jitter": 0])
             summary.resolved += try workload.prepare(binary: binary)
+            // Latency spreads a resolution over many round trips, so kills land between its steps.
+            _ = try server.admin("POST", "faults/latency", body: ["latency": 0.005, "jitter": 0.015])
             var workloadKills = 0
             var finished = false
             while !finished, workloadKills < Self.maxKillsPerWorkload, summary.kills < Self.kills {
                 summary.rounds += 1
-                let concurrency = [1, 4, 16][Int(rng.next() % 3)]
-                // 0–400 ms after login: a concurrency-1 run lasts about a second at this latency.
-                let delay = UInt32(rng.next() % 400_000)
-                let round = try workload.resolve(binary: binary, concurrency: concurrency, killAfter: delay)
+                let concurrency = [1, 2, 4, 16][Int(rng.next() % 4)]
+                // Mostly 30–330 ms after login: the first server effect comes about 50–90 ms
+                // after it, and a whole workload takes 1.5–2 s at concurrency 1 (a few hundred
+                // ms at 16), so most kills cut a resolution and each lets some of it finish.
+                // One in ten 0–300 ms after the start: during start-up, unlock or login.
+                let atStart = rng.next() % 10 == 0
+                let delay = UInt32(atStart ? rng.next() % 300_000 : 30_000 + rng.next() % 300_000)
+                let round = try workload.resolve(binary: binary, concurrency: concurrency, killAfter: delay, fromStart: atStart)
                 summary.effects += round.effects
                 if round.killed {
                     summary.kills += 1
@@ -156,7 +161,7 @@ import VaultModel
         @discardableResult
         func prepare(binary: String) throws -> Int {
             let result = try CLI.run(["resolve-worker", "prepare", store] + accountArguments
-                                     + ["--seed", "\(seed)", "--items", "10", "--operations", "40", "--journal", journalFile])
+                                     + ["--seed", "\(seed)", "--items", "20", "--operations", "100", "--journal", journalFile])
             guard result.status == 0 else { throw Failure(description: "resolve-worker prepare, seed \(seed): \(result)") }
             return try prepared().pending
         }
@@ -179,8 +184,9 @@ import VaultModel
         }
 
         /// One `resolve-worker resolve`; with `killAfter`, SIGKILLed that many microseconds
-        /// after it said it logged in (its first line), unless it finished first.
-        func resolve(binary: String, concurrency: Int, killAfter delay: UInt32?) throws -> Round {
+        /// after it said it logged in (its first line), or after it started (`fromStart`),
+        /// unless it finished first.
+        func resolve(binary: String, concurrency: Int, killAfter delay: UInt32?, fromStart: Bool = false) throws -> Round {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
             process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)"]
@@ -194,7 +200,7 @@ import VaultModel
             var text = ""
             if let delay {
                 // Logged in and about to resolve: the kill is timed from here.
-                text = readLine(stdout.fileHandleForReading)
+                if !fromStart { text = readLine(stdout.fileHandleForReading) }
                 usleep(delay)
                 if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             }
