@@ -117,7 +117,7 @@ struct ResolveWorker: AsyncParsableCommand {
         var concurrency = 16
 
         @Option(help: "Syncs to try; failed items are put back into retries between them.")
-        var attempts = 3
+        var attempts = 4
 
         func validate() throws {
             guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
@@ -147,14 +147,23 @@ struct ResolveWorker: AsyncParsableCommand {
                 let resolver = OfflineSyncResolver(store: store, server: client, options: options, logger: Console.logger("vaultlog.resolve"))
                 let sync = SyncService(store: store, server: client, resolver: resolver, logger: Console.logger("vaultlog.resolve"))
                 for _ in 0..<attempts {
-                    let result = try await sync.fetchSync(userId: userId)
+                    let result: SyncResult
+                    do {
+                        result = try await sync.fetchSync(userId: userId)
+                    } catch where error.serverErrorKind == .unavailable {
+                        // A failed /api/sync (the test injects 5xx): nothing was replaced; try again.
+                        ResolveWorker.say("sync failed: \(error)")
+                        continue
+                    }
                     let report: ResolutionReport?
                     switch result {
                     case .applied(_, let resolution): report = resolution
                     case .aborted(_, _, let resolution): report = resolution
                     }
                     for item in report?.items ?? [] {
-                        if let error = item.error {
+                        if item.outcome == .skipped {
+                            ResolveWorker.say("skipped \(item.cipherId) \(item.changeType.rawValue) until \(item.nextRetryAt.map { "\($0)" } ?? "retried"): \(item.error ?? "")")
+                        } else if let error = item.error {
                             ResolveWorker.say("failed \(item.cipherId) \(item.changeType.rawValue) \(item.outcome.rawValue): \(error)")
                         } else {
                             ResolveWorker.say("resolved \(item.cipherId) \(item.changeType.rawValue) \(item.outcome.rawValue)")
@@ -164,7 +173,8 @@ struct ResolveWorker: AsyncParsableCommand {
                         ResolveWorker.say("done: nothing pending")
                         return
                     }
-                    // The server is healthy in the test: failed items go back into retries now.
+                    // Items failed in this run or an earlier, killed one wait for their retry
+                    // time; the test's faults are one-shot, so they go back into retries now.
                     try resolver.retryDeadLetters(userId: userId)
                 }
                 ResolveWorker.say("still pending: \(try store.pendingCount(userId: userId))")

@@ -43,13 +43,25 @@ import VaultModel
         var workloads = 0
         var resolved = 0
         var effects = 0
+        var touches = 0
+        var faults = 0
+        var failedAttempts = 0
         var problems: [String] = []
     }
+
+    /// Faults scripted between rounds, for the next run (or a later one if it is killed first):
+    /// lost responses of applied creates and updates, 5xx on reads, writes and deletes.
+    /// `failure` as the admin route takes it: an HTTP status or a name.
+    static let faults: [(route: String, failure: String)] = [
+        ("POST /api/ciphers", "apply-then-drop"), ("PUT /api/ciphers/*", "apply-then-drop"),
+        ("GET /api/ciphers/*", "503"), ("PUT /api/ciphers/*", "500"), ("PUT /api/ciphers/*/delete", "502"),
+        ("DELETE /api/ciphers/*", "503"), ("GET /api/sync", "500"),
+    ]
 
     @Test func sigkillDuringResolution_losesNoVersionAndDuplicatesNothing() async throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build --build-tests)")
         let summary = try await onOwnThread { try Self.killRun(binary: binary) }
-        #expect(summary.problems.isEmpty, "\(summary.problems.prefix(30).joined(separator: "\n"))")
+        #expect(summary.problems.count == 0, "\(summary.problems.prefix(30).joined(separator: "\n"))")
         #expect(summary.kills >= Self.kills)
         // Most kills must interrupt resolution after a server effect, or the test proves little.
         #expect(summary.killsMidResolution * 2 > summary.kills, "only \(summary.killsMidResolution) of \(summary.kills) kills landed after a server effect")
@@ -101,6 +113,7 @@ import VaultModel
                 let delay = UInt32(atStart ? rng.next() % 300_000 : 30_000 + rng.next() % 300_000)
                 let round = try workload.resolve(binary: binary, concurrency: concurrency, killAfter: delay, fromStart: atStart)
                 summary.effects += round.effects
+                summary.failedAttempts += round.failedAttempts
                 if round.killed {
                     summary.kills += 1
                     workloadKills += 1
@@ -110,8 +123,21 @@ import VaultModel
                 } else {
                     summary.problems.append("seed \(workload.seed), round \(summary.rounds): resolve-worker exited \(round.status)\n\(round.output)")
                 }
+                guard !finished else { break }
+                // Between a kill and the restart, another device may change an item (a
+                // favourite flag: content unchanged, revision bumped) — the resolver must
+                // decide again from where it was cut — and a fault may wait for the next run.
+                if rng.next() % 4 == 0, try workload.touchAnItem(pick: rng.next()) { summary.touches += 1 }
+                if rng.next() % 5 == 0 {
+                    let fault = Self.faults[Int(rng.next() % UInt64(Self.faults.count))]
+                    _ = try server.admin("POST", "faults/fail-next", body: ["count": 1, "route": fault.route,
+                                                                               "failure": Int(fault.failure) ?? fault.failure])
+                    summary.faults += 1
+                }
             }
-            // The last run is never killed: it finishes, or finds nothing left to do.
+            // The last run is never killed and meets a healthy server: it finishes, or finds
+            // nothing left to do.
+            _ = try server.admin("DELETE", "faults")
             summary.rounds += 1
             let last = try workload.resolve(binary: binary, concurrency: 16, killAfter: nil)
             if last.status != 0 || !last.output.contains("done: nothing pending") {
@@ -121,7 +147,8 @@ import VaultModel
         }
         let seconds = String(format: "%.1f", Date().timeIntervalSince(start))
         print("resolver kill test: \(summary.kills) SIGKILLs (\(summary.killsMidResolution) after a server effect), \(summary.rounds) rounds, "
-              + "\(summary.workloads) workloads, \(summary.resolved) pending changes resolved, \(summary.effects) server effects logged, "
+              + "\(summary.workloads) workloads, \(summary.resolved) pending changes resolved, \(summary.effects) server effects, "
+              + "\(summary.touches) other-device touches, \(summary.faults) faults (\(summary.failedAttempts) failed attempts reported), "
               + "\(summary.problems.count) invariant violations; \(seconds) s")
         return summary
     }
@@ -180,7 +207,19 @@ import VaultModel
             var killed: Bool
             var status: Int32
             var effects: Int
+            var failedAttempts: Int
             var output: String
+        }
+
+        /// "Another device" flips the favourite flag of one of the user's server items
+        /// (`pick` chooses which); false if the user has none.
+        func touchAnItem(pick: UInt64) throws -> Bool {
+            guard let items = try server.admin("GET", "ciphers?userId=\(userId)") as? [[String: Any]], !items.isEmpty else { return false }
+            let item = items[Int(pick % UInt64(items.count))]
+            guard let id = item["id"] as? String else { return false }
+            let favorite = item["favorite"] as? Bool ?? false
+            _ = try server.admin("POST", "ciphers/\(id)/edit", body: ["set": ["favorite": !favorite]])
+            return true
         }
 
         /// One `resolve-worker resolve`; with `killAfter`, SIGKILLed that many microseconds
@@ -209,10 +248,13 @@ import VaultModel
             let timedOut = watchdog.cancel()
             let errText = errData.finish()
             let killed = process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL && !timedOut
-            let effects = text.split(separator: "\n").filter { $0.hasPrefix("effect ") }.count
+            let lines = text.split(separator: "\n")
+            let effects = lines.filter { $0.hasPrefix("effect ") }.count
+            let failed = lines.filter { $0.hasPrefix("failed ") }.count
             var output = "--- stdout\n\(text)--- stderr\n\(errText)"
             if timedOut { output = "TIMED OUT after \(Int(ResolverKillTests.childTimeout)) s\n" + output }
-            return Round(killed: killed, status: killed ? 0 : (timedOut ? -1 : process.terminationStatus), effects: effects, output: output)
+            return Round(killed: killed, status: killed ? 0 : (timedOut ? -1 : process.terminationStatus), effects: effects,
+                         failedAttempts: failed, output: output)
         }
 
         /// DESIGN §9.2–9.6 against the server's state (admin route, decrypted here) and the store.
