@@ -15,8 +15,10 @@ import VaultModel
 /// store with a seeded mix of offline creates, password changes and bursts (soft conflicts),
 /// trash moves, edits in the trash, permanent deletes, and another device's edits and deletes
 /// (conflicts); then `resolve-worker resolve` is started again and again and SIGKILLed at a
-/// random moment after it logged in, until a run finishes on its own; a last run must find
-/// nothing to do. Then DESIGN §9 is checked against the emulator's state, read through its
+/// random moment, most often after it logged in, until a run finishes on its own. Between a
+/// kill and the restart, another device may flip an item's favourite flag (the server copy
+/// changes under a half-done resolution) and a one-shot fault (lost response, 5xx) may wait for
+/// the next run. A last run, unkilled and without faults, must finish. Then DESIGN §9 is checked against the emulator's state, read through its
 /// admin route and decrypted with the user's key: every version the user saved last is on the
 /// server, active or as a backup, and every password typed offline is recoverable (§9.2); no
 /// two server items alike and no name twice (§9.3); nothing pending (§9.4); the local store is
@@ -46,6 +48,9 @@ import VaultModel
         var touches = 0
         var faults = 0
         var failedAttempts = 0
+        /// DESIGN §9 violations found in the server's state and the store.
+        var violations: [String] = []
+        /// Runs that ended otherwise than killed or done (errors, time-outs).
         var problems: [String] = []
     }
 
@@ -61,10 +66,12 @@ import VaultModel
     @Test func sigkillDuringResolution_losesNoVersionAndDuplicatesNothing() async throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build --build-tests)")
         let summary = try await onOwnThread { try Self.killRun(binary: binary) }
-        #expect(summary.problems.count == 0, "\(summary.problems.prefix(30).joined(separator: "\n"))")
+        #expect(summary.violations.count == 0, "\(summary.violations.prefix(30).joined(separator: "\n"))")
+        #expect(summary.problems.count == 0, "\(summary.problems.prefix(10).joined(separator: "\n"))")
         #expect(summary.kills >= Self.kills)
-        // Most kills must interrupt resolution after a server effect, or the test proves little.
-        #expect(summary.killsMidResolution * 2 > summary.kills, "only \(summary.killsMidResolution) of \(summary.kills) kills landed after a server effect")
+        // Many kills must cut a resolution after a server effect, or the test proves little
+        // (about two in three do on this 2-core machine; fewer under heavy load).
+        #expect(summary.killsMidResolution * 3 > summary.kills, "only \(summary.killsMidResolution) of \(summary.kills) kills landed after a server effect")
     }
 
     /// The checks are not vacuous: a workload left unresolved is reported (pending items,
@@ -143,13 +150,13 @@ import VaultModel
             if last.status != 0 || !last.output.contains("done: nothing pending") {
                 summary.problems.append("seed \(workload.seed): the unkilled run exited \(last.status)\n\(last.output)")
             }
-            summary.problems += try workload.violations(server: server).map { "seed \(workload.seed) (VAULTLOG_RESOLVER_KILL_SEED=\(Self.seed)): \($0)" }
+            summary.violations += try workload.violations(server: server).map { "seed \(workload.seed) (VAULTLOG_RESOLVER_KILL_SEED=\(Self.seed)): \($0)" }
         }
         let seconds = String(format: "%.1f", Date().timeIntervalSince(start))
         print("resolver kill test: \(summary.kills) SIGKILLs (\(summary.killsMidResolution) after a server effect), \(summary.rounds) rounds, "
               + "\(summary.workloads) workloads, \(summary.resolved) pending changes resolved, \(summary.effects) server effects, "
               + "\(summary.touches) other-device touches, \(summary.faults) faults (\(summary.failedAttempts) failed attempts reported), "
-              + "\(summary.problems.count) invariant violations; \(seconds) s")
+              + "\(summary.violations.count) invariant violations, \(summary.problems.count) unexpected exits; \(seconds) s")
         return summary
     }
 
@@ -282,9 +289,13 @@ import VaultModel
                                                deleted: view.deletedDate != nil)
             }
             violations += Simulation.check(journal: prepared.journal, pending: ["u1": pending], server: ["u1": items])
-            // A create posted twice carries the item's exact name twice (backups add a suffix).
-            for (name, count) in Dictionary(grouping: items.compactMap(\.name), by: { $0 }).mapValues(\.count).sorted(by: { $0.key < $1.key })
-            where count > 1 {
+            // A create posted twice carries the item's own name twice, whatever was edited
+            // afterwards. (Backups add a suffix with the losing side's time to the second: a
+            // server copy and a local version of one item backed up in the same second share a
+            // name legitimately; the identical-content check above covers them.)
+            let itemNames = Set(prepared.journal.compactMap { $0.content?.name })
+            for (name, count) in Dictionary(grouping: items.compactMap(\.name).filter(itemNames.contains), by: { $0 })
+                .mapValues(\.count).sorted(by: { $0.key < $1.key }) where count > 1 {
                 violations.append("invariant 3: \(count) server items named \(name.debugDescription)")
             }
             // The sync that ended the last run replaced the local store with the server's items.
