@@ -212,6 +212,7 @@ import VaultModel
 
         struct Round {
             var killed: Bool
+            /// The exit status (the signal's number when killed; -1 after a time-out).
             var status: Int32
             var effects: Int
             var failedAttempts: Int
@@ -260,7 +261,7 @@ import VaultModel
             let failed = lines.filter { $0.hasPrefix("failed ") }.count
             var output = "--- stdout\n\(text)--- stderr\n\(errText)"
             if timedOut { output = "TIMED OUT after \(Int(ResolverKillTests.childTimeout)) s\n" + output }
-            return Round(killed: killed, status: killed ? 0 : (timedOut ? -1 : process.terminationStatus), effects: effects,
+            return Round(killed: killed, status: timedOut ? -1 : process.terminationStatus, effects: effects,
                          failedAttempts: failed, output: output)
         }
 
