@@ -112,13 +112,18 @@ import VaultModel
             while !finished, workloadKills < Self.maxKillsPerWorkload, summary.kills < Self.kills {
                 summary.rounds += 1
                 let concurrency = [1, 2, 4, 16][Int(rng.next() % 4)]
-                // Mostly 30–330 ms after login: the first server effect comes about 50–90 ms
-                // after it, and a whole workload takes 1.5–2 s at concurrency 1 (a few hundred
-                // ms at 16), so most kills cut a resolution and each lets some of it finish.
-                // One in ten 0–300 ms after the start: during start-up, unlock or login.
-                let atStart = rng.next() % 10 == 0
-                let delay = UInt32(atStart ? rng.next() % 300_000 : 30_000 + rng.next() % 300_000)
-                let round = try workload.resolve(binary: binary, concurrency: concurrency, killAfter: delay, fromStart: atStart)
+                // When: one in ten 0–300 ms after the start (start-up, unlock, login); four in
+                // ten 30–330 ms after login (the first server effect comes 50–90 ms after it on
+                // an idle machine, and a whole workload takes 1.5–2 s at concurrency 1, a few
+                // hundred ms at 16); half 0–150 ms after the first server effect, so that most
+                // kills cut a resolution between its steps however loaded the machine is.
+                let moment: KillMoment = switch rng.next() % 10 {
+                case 0: .afterStart
+                case 1...4: .afterLogin
+                default: .afterFirstEffect
+                }
+                let delay = UInt32(moment == .afterLogin ? 30_000 + rng.next() % 300_000 : rng.next() % (moment == .afterStart ? 300_000 : 150_000))
+                let round = try workload.resolve(binary: binary, concurrency: concurrency, kill: (moment, delay))
                 summary.effects += round.effects
                 summary.failedAttempts += round.failedAttempts
                 if round.killed {
@@ -146,7 +151,7 @@ import VaultModel
             // nothing left to do.
             _ = try server.admin("DELETE", "faults")
             summary.rounds += 1
-            let last = try workload.resolve(binary: binary, concurrency: 16, killAfter: nil)
+            let last = try workload.resolve(binary: binary, concurrency: 16, kill: nil)
             if last.status != 0 || !last.output.contains("done: nothing pending") {
                 summary.problems.append("seed \(workload.seed): the unkilled run exited \(last.status)\n\(last.output)")
             }
@@ -158,6 +163,16 @@ import VaultModel
               + "\(summary.touches) other-device touches, \(summary.faults) faults (\(summary.failedAttempts) failed attempts reported), "
               + "\(summary.violations.count) invariant violations, \(summary.problems.count) unexpected exits; \(seconds) s")
         return summary
+    }
+
+    /// What a kill delay is timed from.
+    enum KillMoment: Equatable {
+        /// The child was started.
+        case afterStart
+        /// The child said it logged in (`pending N`).
+        case afterLogin
+        /// The child reported its first server effect (`effect …`), or ended.
+        case afterFirstEffect
     }
 
     // MARK: One workload
@@ -230,10 +245,9 @@ import VaultModel
             return true
         }
 
-        /// One `resolve-worker resolve`; with `killAfter`, SIGKILLed that many microseconds
-        /// after it said it logged in (its first line), or after it started (`fromStart`),
-        /// unless it finished first.
-        func resolve(binary: String, concurrency: Int, killAfter delay: UInt32?, fromStart: Bool = false) throws -> Round {
+        /// One `resolve-worker resolve`; with `kill`, SIGKILLed that many microseconds after
+        /// that moment, unless it finished first.
+        func resolve(binary: String, concurrency: Int, kill killing: (moment: KillMoment, microseconds: UInt32)?) throws -> Round {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
             process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)"]
@@ -245,10 +259,13 @@ import VaultModel
             // stderr drained at once: a full pipe would block the child.
             let errData = StreamReader(stderr.fileHandleForReading)
             var text = ""
-            if let delay {
-                // Logged in and about to resolve: the kill is timed from here.
-                if !fromStart { text = readLine(stdout.fileHandleForReading) }
-                usleep(delay)
+            if let killing {
+                switch killing.moment {
+                case .afterStart: break
+                case .afterLogin: text = readLines(stdout.fileHandleForReading) { $0.hasPrefix("pending ") }
+                case .afterFirstEffect: text = readLines(stdout.fileHandleForReading) { $0.hasPrefix("effect ") }
+                }
+                usleep(killing.microseconds)
                 if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             }
             text += String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -328,7 +345,7 @@ import VaultModel
             process.standardOutput = stdout
             process.standardError = FileHandle.nullDevice
             try process.run()
-            let line = readLine(stdout.fileHandleForReading).trimmingCharacters(in: .whitespacesAndNewlines)
+            let line = readLines(stdout.fileHandleForReading).trimmingCharacters(in: .whitespacesAndNewlines)
             guard let summary = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                   let text = summary["url"] as? String, let url = URL(string: text) else {
                 if process.isRunning { process.terminate() }
@@ -371,14 +388,17 @@ import VaultModel
     }
 }
 
-/// What a child wrote up to the end of its first line (possibly more lines), or before closing.
-private func readLine(_ handle: FileHandle) -> String {
+/// What a child wrote until a whole line satisfying `stop` (possibly more after it), or
+/// everything if it closed its output first.
+private func readLines(_ handle: FileHandle, until stop: (Substring) -> Bool = { _ in true }) -> String {
     var bytes = Data()
     while true {
         let chunk = handle.availableData
         if chunk.isEmpty { break }
         bytes.append(chunk)
-        if chunk.contains(UInt8(ascii: "\n")) { break }
+        // Whole lines only (a chunk may end inside a line, even inside a UTF-8 character).
+        guard let end = bytes.lastIndex(of: UInt8(ascii: "\n")) else { continue }
+        if String(decoding: bytes[...end], as: UTF8.self).split(separator: "\n").contains(where: stop) { break }
     }
     return String(decoding: bytes, as: UTF8.self)
 }
