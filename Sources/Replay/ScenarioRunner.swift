@@ -151,7 +151,9 @@ public struct ScenarioRunner: Sendable {
 }
 
 /// One item step that succeeded: who did what to which item, with the content saved.
-public struct ScenarioJournalEntry: Sendable, Equatable {
+/// Codable so a run in one process (`vaultlog resolve-worker prepare`) can hand its journal to
+/// the checks in another (the resolver kill test).
+public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     public var step: Int
     public var ref: String
     /// `create`, `update`, `softDelete`, `delete` (the user), `anotherDevice`, `anotherDeviceDelete`.
@@ -160,6 +162,14 @@ public struct ScenarioJournalEntry: Sendable, Equatable {
     public var content: ScenarioItem?
     /// Saved offline (the repository fell back to the log).
     public var offline: Bool
+
+    public init(step: Int, ref: String, action: String, content: ScenarioItem?, offline: Bool) {
+        self.step = step
+        self.ref = ref
+        self.action = action
+        self.content = content
+        self.offline = offline
+    }
 }
 
 /// Where a scenario runs.

@@ -120,11 +120,19 @@ public enum Simulation {
     ///    the user did not delete is recoverable from the server (active, history or backup) (2);
     /// 4. no two server items with the same content: no duplicate create or backup (3).
     public static func check(_ outcome: ScenarioOutcome) -> [String] {
+        check(journal: outcome.journal, pending: outcome.actual.pending ?? [:], server: outcome.actual.server ?? [:])
+    }
+
+    /// The same checks on parts observed separately: what the user and other devices did
+    /// (`journal`), pending counts per user, and every server item per user, decrypted (the
+    /// resolver kill test observes them in another process than the one that made the edits).
+    public static func check(journal: [ScenarioJournalEntry], pending: [String: Int],
+                             server: [String: [ScenarioItemExpectation]]) -> [String] {
         var violations: [String] = []
-        for (user, count) in (outcome.actual.pending ?? [:]).sorted(by: { $0.key < $1.key }) where count > 0 {
+        for (user, count) in pending.sorted(by: { $0.key < $1.key }) where count > 0 {
             violations.append("invariant 4: user \(user) still has \(count) pending items")
         }
-        let serverItems = (outcome.actual.server ?? [:]).values.flatMap { $0 }
+        let serverItems = server.values.flatMap { $0 }
         func holds(_ content: ScenarioItem) -> Bool {
             serverItems.contains { item in
                 guard let name = content.name, let itemName = item.name,
@@ -137,7 +145,7 @@ public enum Simulation {
             if let password = item.password { recoverable.insert(password) }
             recoverable.formUnion(item.passwordHistory ?? [])
         }
-        let byRef = Dictionary(grouping: outcome.journal, by: \.ref)
+        let byRef = Dictionary(grouping: journal, by: \.ref)
         for (ref, entries) in byRef.sorted(by: { $0.key < $1.key }) {
             guard let lastUser = entries.last(where: { !$0.action.hasPrefix("anotherDevice") }) else { continue }
             let touchedAfter = entries.contains { $0.action.hasPrefix("anotherDevice") && $0.step > lastUser.step }
@@ -185,17 +193,24 @@ public enum Simulation {
 
     /// Invariants 5 and 6 on the store the run left.
     static func storeViolations(path: String, scenario: Scenario, outcome: ScenarioOutcome) throws -> [String] {
+        try storeViolations(path: path, users: scenario.users ?? [],
+                            typedPasswords: Set(outcome.journal.compactMap { $0.content?.password }))
+    }
+
+    /// Invariants 5 and 6 on a store no other handle holds: `verify` with every user's key
+    /// (unlocked with the master password) is clean, and none of `typedPasswords` appears in
+    /// any file of the store.
+    public static func storeViolations(path: String, users: [ScenarioUser], typedPasswords sentinels: Set<String>) throws -> [String] {
         var violations: [String] = []
         let store = try VaultLogStore(path: path)
         var keys: [String: SealingKey] = [:]
-        for user in scenario.users ?? [] {
+        for user in users {
             let userId = try store.unlock(email: user.email, masterPassword: user.password)
             keys[userId] = SealingKey(userKey: try store.userKey(userId: userId))
         }
         let report = try store.log.verify(keys: keys)
         store.close()
         if !report.isClean { violations.append("invariant 6: verify reports \(report.problems.prefix(3))") }
-        let sentinels = Set(outcome.journal.compactMap { $0.content?.password })
         for file in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
             guard let bytes = FileManager.default.contents(atPath: (path as NSString).appendingPathComponent(file)) else { continue }
             for sentinel in sentinels where bytes.range(of: Data(sentinel.utf8)) != nil {

@@ -30,6 +30,33 @@ import Testing
         #expect(first.journal == second.journal)
     }
 
+    @Test func offlineWorkload_isSeededAndMixesEveryKindOfChange() {
+        let user = ScenarioUser(ref: "u1", email: "kill@example.com", password: "pw")
+        let workload = Simulation.offlineWorkload(seed: 5, user: user, items: 20, operations: 100)
+        #expect(workload == Simulation.offlineWorkload(seed: 5, user: user, items: 20, operations: 100))
+        #expect(workload != Simulation.offlineWorkload(seed: 6, user: user, items: 20, operations: 100))
+        #expect(workload.steps.first?.do == "offline")
+        let actions = Set(workload.steps.map(\.do))
+        #expect(actions == ["offline", "create", "update", "softDelete", "delete", "anotherDevice", "anotherDeviceDelete"])
+        // A burst: four password changes in a row on one item (a soft conflict).
+        let burst = workload.steps.indices.dropLast(3).contains { i in
+            let run = workload.steps[i..<(i + 4)]
+            return run.allSatisfy { $0.do == "update" && $0.ref == run.first!.ref && $0.item?.password != nil }
+        }
+        #expect(burst)
+    }
+
+    /// The workload resolved in-process by a sync holds every invariant (what the resolver
+    /// kill test checks after its kills, here without them).
+    @Test func offlineWorkload_resolvedBySync_holdsEveryInvariant() async throws {
+        let user = ScenarioUser(ref: "u1", email: "kill@example.com", password: "pw")
+        var scenario = Simulation.offlineWorkload(seed: 5, user: user, items: 10, operations: 40)
+        scenario.steps += [ScenarioStep("online"), ScenarioStep("advance", seconds: 60), ScenarioStep("sync", user: "u1")]
+        let outcome = try await ScenarioRunner().run(scenario)
+        #expect(outcome.actual.pending?["u1"] == 0)
+        #expect(Simulation.check(outcome) == [])
+    }
+
     @Test func checker_reportsALostVersionAndADuplicate() {
         var outcome = ScenarioOutcome(name: "synthetic", mismatches: [], actual: ScenarioExpectation(
             pending: ["u1": 1],
