@@ -1,5 +1,8 @@
 # VaultLog — the commands a new user and CI run. `make test` is the README's test command.
 SWIFT ?= swift
+# bash with pipefail: a failing test piped through tee still fails the target.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps build demo test torture replay serve bench bench-quick bench-build bench-deps bench-log
@@ -26,20 +29,31 @@ replay: build
 
 # The whole test suite (Swift Testing), debug build. Tests run one at a time: dozens of
 # emulators, HTTP clients and child processes at once on two cores starve each other into
-# time-outs, and serial is barely slower (about a minute). The kill test and the simulation run
-# in processes of their own.
+# time-outs, and serial is barely slower (about a minute). The kill tests and the simulation
+# run in processes of their own.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --no-parallel --skip WriterKillTests --skip SimulationTests
+	$(SWIFT) test --skip-build --no-parallel --skip WriterKillTests --skip ResolverKillTests --skip SimulationTests
 	$(SWIFT) test --skip-build --filter WriterKillTests
+	$(SWIFT) test --skip-build --filter ResolverKillTests
 	$(SWIFT) test --skip-build --filter SimulationTests
 
-# The long reliability runs: 1,000 SIGKILLs of the writer and 10,000 simulation seeds
-# (make test runs 100 and 500).
+# The long reliability runs (make test runs 100 writer kills, 60 resolver kills, 500 seeds):
+# 1,000 SIGKILLs of the writer and of the resolver, 10,000 simulation seeds, then each fuzz
+# target; ends with a summary of the figures. Logs in .build-torture/. About 45 minutes.
+TORTURE_LOGS := .build-torture
 torture: deps
 	$(SWIFT) build --build-tests
-	VAULTLOG_KILLS=1000 $(SWIFT) test --skip-build --filter WriterKillTests
-	VAULTLOG_SIM_SEEDS=10000 $(SWIFT) test --skip-build --filter SimulationTests
+	@mkdir -p $(TORTURE_LOGS)
+	VAULTLOG_KILLS=$${KILLS:-1000} $(SWIFT) test --skip-build --filter WriterKillTests 2>&1 | tee $(TORTURE_LOGS)/writer-kills.log
+	VAULTLOG_RESOLVER_KILLS=$${RESOLVER_KILLS:-1000} $(SWIFT) test --skip-build --filter ResolverKillTests 2>&1 | tee $(TORTURE_LOGS)/resolver-kills.log
+	$$($(SWIFT) build --show-bin-path)/vaultlog simulate --seeds 1..$${SEEDS:-10000} 2>&1 | tee $(TORTURE_LOGS)/simulation.log
+	$(MAKE) --no-print-directory fuzz 2>&1 | tee $(TORTURE_LOGS)/fuzz.log
+	@echo "== torture summary"
+	@grep -h "^kill test:" $(TORTURE_LOGS)/writer-kills.log
+	@grep -h "^resolver kill test:" $(TORTURE_LOGS)/resolver-kills.log
+	@echo "simulation: $$(tail -1 $(TORTURE_LOGS)/simulation.log)"
+	@grep -h "^fuzz total" $(TORTURE_LOGS)/fuzz.log
 
 # The Bitwarden-compatible emulator on loopback with a demo account (Ctrl-C stops it).
 # PORT=0 picks a free port; FLAVOR=vaultwarden imitates Vaultwarden; ADMIN_TOKEN enables /admin.

@@ -77,7 +77,7 @@ import VaultModel
         if killedMidWork <= Self.kills / 2 {
             problems.append("most kills should land after some writes (\(killedMidWork) of \(Self.kills))")
         }
-        print("kill test: \(Self.kills) SIGKILLs, \(acked.count) acknowledged edits, \(killedMidWork) kills mid-work, \(problems.isEmpty ? "all intact" : "\(problems.count) problem(s)"); \(String(format: "%.1f", Date().timeIntervalSince(start))) s")
+        print("kill test: \(Self.kills) SIGKILLs survived, \(acked.count) acknowledged edits checked, \(killedMidWork) kills mid-work, lost or torn = \(problems.count)\(problems.isEmpty ? " (all intact)" : ""); \(String(format: "%.1f", Date().timeIntervalSince(start))) s")
         return problems
     }
 
