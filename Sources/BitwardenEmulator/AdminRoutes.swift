@@ -66,7 +66,12 @@ extension BitwardenEmulator {
             case .string("reset")?: failure = .resetConnection
             case .string("close")?: failure = .closeConnection
             case .string("apply-then-drop")?: failure = .applyThenDropResponse
-            default: return bad("failure: expected an HTTP status (400-599), \"reset\", \"close\" or \"apply-then-drop\".")
+            case .object(let reply)?:
+                guard case .integer(let status)? = reply["status"], (100...599).contains(status), case .string(let text)? = reply["body"] else {
+                    return bad("failure: a reply is {\"status\": 100-599, \"body\": \"raw text\"}.")
+                }
+                failure = .applyThenReply(status: Int(status), body: text)
+            default: return bad("failure: expected an HTTP status (400-599), \"reset\", \"close\", \"apply-then-drop\" or {\"status\": N, \"body\": \"raw text\"}.")
             }
             faults.failNext(count, matching: RouteMatcher(route), with: failure)
             return .json(200, faultsJSON())
@@ -143,6 +148,7 @@ extension BitwardenEmulator {
                 case .resetConnection: .string("reset")
                 case .closeConnection: .string("close")
                 case .applyThenDropResponse: .string("apply-then-drop")
+                case .applyThenReply(let status, let body): .object(["status": .integer(Int64(status)), "body": .string(body)])
                 }
                 return .object(["route": .string(scripted.route.description), "failure": failure,
                                 "remaining": .integer(Int64(scripted.remaining))])

@@ -390,6 +390,11 @@ public final class BitwardenEmulator: Sendable {
             configuration.logger.debug("emulator: applied, dropping response",
                                        metadata: ["route": "\(method) \(path)", "status": "\(response.status)"])
             return Self.truncatedResponse(response, channel: context.channel, reset: false)
+        case .applyThenReply(let status, let body)?:
+            let emulatorRequest = try await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            _ = core.handle(emulatorRequest)
+            record(request, status: status, fault: decision.failure, offline: nil)
+            return Self.hbResponse(EmulatorResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")], body: Array(body.utf8)))
         case nil:
             let emulatorRequest: EmulatorRequest
             do {

@@ -64,6 +64,9 @@ public enum InjectedFailure: Sendable, Hashable, Codable, CustomStringConvertibl
     /// Apply the request (the server commits it), then close the connection without a response:
     /// the client sees a failure although the change happened.
     case applyThenDropResponse
+    /// Apply the request, then answer with this status and these raw bytes as
+    /// `application/json` (a reply mangled by a proxy or a broken server).
+    case applyThenReply(status: Int, body: String)
 
     public var description: String {
         switch self {
@@ -71,6 +74,7 @@ public enum InjectedFailure: Sendable, Hashable, Codable, CustomStringConvertibl
         case .resetConnection: "reset connection"
         case .closeConnection: "close connection"
         case .applyThenDropResponse: "apply, then drop the response"
+        case .applyThenReply(let status, let body): "apply, then reply HTTP \(status) \(body.prefix(40).debugDescription)"
         }
     }
 }
