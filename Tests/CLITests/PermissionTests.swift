@@ -67,3 +67,17 @@ import Testing
         #expect(result.stderr.contains("\(store): directory not readable by this user"), "\(result.stderr)")
     }
 }
+
+@Suite struct ExportPlaintextTests {
+    /// An export carries sealed envelopes byte for byte: none of the vault's plaintext (item
+    /// names, notes, passwords, usernames, error reasons) appears in it.
+    @Test func export_holdsNoPlaintextOfTheVault() throws {
+        let fixture = StoreFixture.shared
+        let result = try CLI.run(["export", fixture.store])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.contains("server-bank"), "ids are in the headers: the export is not empty")
+        for secret in ["hunter2", "hunter3", "mail-pw", "n-pw", "o-pw", "notes of Bank", "\"Mail\"", "\"alice\"", "HTTP 503 Service Unavailable"] {
+            #expect(!result.stdout.contains(secret), "'\(secret)' in the export")
+        }
+    }
+}
