@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build demo test torture replay serve bench-log clean-bench
+.PHONY: deps build demo test torture replay serve bench-log clean-bench fuzz
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
 deps:
@@ -51,3 +51,8 @@ serve: deps
 # Event-log throughput, release build (1M events by default; EVENTS=N to change).
 bench-log: deps
 	cd Benchmarks && $(SWIFT) run -c release vaultlog-bench log --events $${EVENTS:-1000000}
+
+# libFuzzer on the parsers (EncString, envelopes, scenarios, exports, emulator requests), each
+# for FUZZ_SECONDS (default 30); Tests/Fuzz is its own package and build (Docs/Reliability.md).
+fuzz: deps
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),30) SWIFT=$(SWIFT) Tests/Fuzz/fuzz.sh
