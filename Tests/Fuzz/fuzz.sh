@@ -35,7 +35,7 @@ fi
 # -sanitize=fuzzer instruments every Swift module of the build (VaultLog's parsers included)
 # for coverage and links libFuzzer; address adds AddressSanitizer, which catches the
 # out-of-bounds reads of unsafe-buffer parsing that -O builds do not bounds-check.
-echo "fuzz: building $TARGETS (release, -sanitize=fuzzer,address)..."
+echo "fuzz: building the fuzz targets (release, -sanitize=fuzzer,address)..."
 mkdir -p "$SCRATCH"
 started=$(date +%s)
 if ! "$SWIFT" build -c release --package-path "$FUZZ_DIR" --scratch-path "$SCRATCH" \
