@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build demo test torture replay serve bench bench-quick bench-build bench-deps bench-log
+.PHONY: deps build demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
 deps:
@@ -88,3 +88,8 @@ bench-quick: bench-build
 # Event-log throughput alone (1M events by default; EVENTS=N to change).
 bench-log: bench-build
 	$(BENCH) log --events $${EVENTS:-1000000}
+
+# libFuzzer on the parsers (EncString, envelopes, scenarios, exports, emulator requests), each
+# for FUZZ_SECONDS (default 30); Tests/Fuzz is its own package and build (Docs/Reliability.md).
+fuzz: deps
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),30) SWIFT=$(SWIFT) Tests/Fuzz/fuzz.sh

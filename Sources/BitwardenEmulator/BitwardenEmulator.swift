@@ -356,6 +356,17 @@ public final class BitwardenEmulator: Sendable {
 
     // MARK: HTTP
 
+    /// Answers one request in process, without a socket: the routes, validation and state of
+    /// the running server, minus fault injection, the admin routes and the request log. For
+    /// tests of request handling and the fuzz targets (`Tests/Fuzz`).
+    ///
+    /// ```swift
+    /// let response = emulator.respond(to: EmulatorRequest(method: "GET", path: "/alive"))
+    /// ```
+    public func respond(to request: EmulatorRequest) -> EmulatorResponse {
+        core.handle(request)
+    }
+
     private func respond(to request: Request, context: EmulatorContext) async throws -> Response {
         let path = request.uri.path
         let method = request.method.rawValue

@@ -1,23 +1,46 @@
 import Foundation
 import VaultModel
 
-/// One HTTP request, decoupled from Hummingbird so the routing logic is plain code.
-struct EmulatorRequest: Sendable {
-    var method: String
-    var path: String
-    var query: [String: String]
+/// One HTTP request, decoupled from Hummingbird so the routing logic is plain code; also what
+/// ``BitwardenEmulator/respond(to:)`` answers in process.
+///
+/// ```swift
+/// let response = emulator.respond(to: EmulatorRequest(method: "POST", path: "/identity/accounts/prelogin",
+///                                                     body: Array(#"{"email":"a@example.com"}"#.utf8)))
+/// response.status   // 200
+/// ```
+public struct EmulatorRequest: Sendable {
+    /// The HTTP method (`GET`, `POST`...).
+    public var method: String
+    /// The path without the query (`/api/ciphers/ID`).
+    public var path: String
+    /// Query parameters.
+    public var query: [String: String]
     /// Header names lowercased.
-    var headers: [String: String]
-    var body: [UInt8]
+    public var headers: [String: String]
+    /// The request body.
+    public var body: [UInt8]
+
+    /// A request; header names are lowercased here.
+    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: [UInt8] = []) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+        self.body = body
+    }
 
     func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
 
 /// One HTTP response (an `Error` too, so lookups can return it as their failure).
-struct EmulatorResponse: Sendable, Error {
-    var status: Int
-    var headers: [(String, String)] = []
-    var body: [UInt8] = []
+public struct EmulatorResponse: Sendable, Error {
+    /// The HTTP status code.
+    public var status: Int
+    /// Header fields in order.
+    public var headers: [(String, String)] = []
+    /// The body (JSON for every route that has one).
+    public var body: [UInt8] = []
 
     static func json(_ status: Int, _ value: JSONValue) -> EmulatorResponse {
         let data = (try? value.serializedJSON()) ?? Data("null".utf8)

@@ -221,6 +221,16 @@ extension Scenario {
         } catch {
             throw ReplayError.unreadable(path: path, reason: "\(error.localizedDescription)")
         }
+        return try decode(data, path: path)
+    }
+
+    /// Decodes scenario JSON already read (what ``load(path:)`` does after reading the file);
+    /// `path` only names the source in errors.
+    ///
+    /// ```swift
+    /// let scenario = try Scenario.decode(Data(json.utf8), path: "inline scenario")
+    /// ```
+    public static func decode(_ data: Data, path: String) throws -> Scenario {
         do {
             let scenario = try JSONDecoder().decode(Scenario.self, from: data)
             guard scenario.format == 1 else {

@@ -2,6 +2,7 @@ import ArgumentParser
 import EventLog
 import Foundation
 import OfflineSync
+import Replay
 
 /// `vaultlog export DIR [--out FILE]`: the sealed log as JSON Lines.
 struct Export: ParsableCommand {

@@ -2,6 +2,7 @@ import ArgumentParser
 import EventLog
 import Foundation
 import OfflineSync
+import Replay
 import VaultCrypto
 
 /// `vaultlog import FILE DIR`: an export back into a new or empty store.
@@ -129,15 +130,9 @@ struct ExportScan {
         guard let first = reader.next() else { throw Self.malformed(path, 1, "the file is empty") }
         let metadata: ExportFormat.Metadata
         do {
-            metadata = try JSONDecoder().decode(ExportFormat.Metadata.self, from: Data(first.utf8))
+            metadata = try ExportFormat.metadata(line: first)
         } catch {
-            throw Self.malformed(path, 1, "not a vaultlog export metadata line (\(Self.reason(error)))")
-        }
-        guard metadata.format == ExportFormat.name else {
-            throw Self.malformed(path, 1, "format is '\(metadata.format)', expected '\(ExportFormat.name)'")
-        }
-        guard metadata.version <= ExportFormat.version else {
-            throw Self.malformed(path, 1, "export version \(metadata.version) is newer than this build reads (\(ExportFormat.version)); upgrade VaultLog")
+            throw Self.malformed(path, 1, error.reason)
         }
         self.metadata = metadata
         var previous: UInt64 = 0
@@ -165,34 +160,11 @@ struct ExportScan {
 
     /// Parses and checks one envelope line.
     static func envelope(_ line: String, number: Int, path: String? = nil) throws -> Envelope {
-        let entry: ExportFormat.EnvelopeLine
         do {
-            entry = try JSONDecoder().decode(ExportFormat.EnvelopeLine.self, from: Data(line.utf8))
+            return try ExportFormat.envelope(line: line)
         } catch {
-            throw malformed(path, number, "not an envelope line (\(reason(error)))")
+            throw malformed(path, number, error.reason)
         }
-        guard let bytes = Base64.decode(entry.envelope) else {
-            throw malformed(path, number, "\"envelope\" is not base64")
-        }
-        let envelope: Envelope
-        do {
-            envelope = try Envelope(bytes: bytes)
-        } catch {
-            throw malformed(path, number, "the envelope does not parse: \(error)")
-        }
-        let header = envelope.header
-        let mismatches = [
-            header.sequence == entry.sequence ? nil : "sequence \(header.sequence) vs \(entry.sequence)",
-            header.userId == entry.userId ? nil : "userId",
-            header.cipherId == entry.cipherId ? nil : "cipherId",
-            header.eventType == entry.eventType ? nil : "eventType \(header.eventType) vs \(entry.eventType)",
-            header.recordedAtMillis == entry.recordedAtMillis ? nil : "recordedAtMillis",
-            header.formatVersion == entry.formatVersion ? nil : "formatVersion",
-        ].compactMap { $0 }
-        guard mismatches.isEmpty else {
-            throw malformed(path, number, "the line's fields disagree with its envelope's header (\(mismatches.joined(separator: ", ")))")
-        }
-        return envelope
     }
 
     /// Checks the MAC of every envelope of the key's user (pass 2).
@@ -217,16 +189,5 @@ struct ExportScan {
 
     static func malformed(_ path: String?, _ line: Int, _ reason: String) -> CLIError {
         CLIError.storage("\(path.map { "\($0): " } ?? "")line \(line): \(reason); nothing was imported")
-    }
-
-    static func reason(_ error: any Error) -> String {
-        switch error {
-        case DecodingError.keyNotFound(let key, _): return "missing field \"\(key.stringValue)\""
-        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
-            return "wrong type at \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\""
-        case DecodingError.dataCorrupted(let context):
-            return context.codingPath.isEmpty ? "not JSON" : "bad value at \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\""
-        default: return "\(error)"
-        }
     }
 }
