@@ -66,7 +66,7 @@ serve: deps
 # Release build; each comparison runs its contenders interleaved in one process run and prints
 # one JSON object per figure on stdout (progress on stderr). `make bench` is the full run and
 # rewrites Docs/Performance.md and Docs/performance.svg; `make bench-quick` (about 3 minutes
-# after the build) writes its report to .build-bench/ instead. GROUPS=save,append,... picks groups.
+# after the build) writes its report to .build-bench/ instead. BENCH_GROUPS=save,append,... picks groups.
 BENCH := Benchmarks/.build/release/vaultlog-bench
 
 bench-deps: deps
@@ -79,11 +79,11 @@ bench-build: bench-deps
 	cd Benchmarks && $(SWIFT) build -c release --product vaultlog-bench
 
 bench: bench-build
-	$(BENCH) suite $${GROUPS:+--groups $$GROUPS} --report Docs/Performance.md --analysis Benchmarks/analysis.md --command "make bench"
+	$(BENCH) suite $${BENCH_GROUPS:+--groups $$BENCH_GROUPS} --report Docs/Performance.md --analysis Benchmarks/analysis.md --command "make bench"
 
 bench-quick: bench-build
 	@mkdir -p .build-bench
-	$(BENCH) suite --quick $${GROUPS:+--groups $$GROUPS} --report .build-bench/Performance-quick.md --analysis Benchmarks/analysis.md --command "make bench-quick"
+	$(BENCH) suite --quick $${BENCH_GROUPS:+--groups $$BENCH_GROUPS} --report .build-bench/Performance-quick.md --analysis Benchmarks/analysis.md --command "make bench-quick"
 
 # Event-log throughput alone (1M events by default; EVENTS=N to change).
 bench-log: bench-build

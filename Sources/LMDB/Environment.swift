@@ -95,6 +95,8 @@ public final class Environment: @unchecked Sendable {
     private let resizeLock = ReadWriteLock()
     private let closed = Atomic<Bool>(false)
     private let writerQueue = DispatchQueue(label: "vaultlog.lmdb.writer")
+    /// Writes queued by ``writeAsync(_:)`` for the next group commit.
+    private let groupedWrites = Mutex<[GroupedWrite]>([])
 
     private static let openPaths = Mutex(Set<String>())
 
@@ -281,11 +283,56 @@ public final class Environment: @unchecked Sendable {
 
     /// Runs a write transaction on the environment's dedicated writer thread, so that a slow
     /// synced commit does not block a Swift concurrency thread.
+    ///
+    /// Group commit: writes that arrive while a commit is in progress are run together in the
+    /// next transaction, each in a nested transaction of its own (a body that throws rolls back
+    /// only its own changes and gets its own error), and made durable by one commit. A caller
+    /// resumes only after the commit that holds its changes; a failed commit fails them all.
     public func writeAsync<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            writerQueue.async {
-                continuation.resume(with: Result { try self.write(body) })
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let write = GroupedWrite { txn in
+                Result { try body(txn) }.map { $0 as any Sendable }
+            } resume: { result in
+                continuation.resume(with: result.map { $0 as! T })
             }
+            groupedWrites.withLock { $0.append(write) }
+            writerQueue.async { self.commitGroupedWrites() }
+        }
+    }
+
+    /// One queued ``writeAsync(_:)``.
+    struct GroupedWrite: Sendable {
+        let run: @Sendable (Transaction) -> Result<any Sendable, any Error>
+        let resume: @Sendable (Result<any Sendable, any Error>) -> Void
+    }
+
+    /// Runs every queued write in one transaction (on the writer queue).
+    private func commitGroupedWrites() {
+        let writes = groupedWrites.withLock { queued -> [GroupedWrite] in
+            defer { queued.removeAll() }
+            return queued
+        }
+        guard !writes.isEmpty else { return }
+        do {
+            let outcomes = try write { parent -> [Result<any Sendable, any Error>] in
+                try writes.map { write in
+                    var raw: OpaquePointer?
+                    try check(mdb_txn_begin(env, parent.raw, 0, &raw), "mdb_txn_begin (nested write)")
+                    let child = Transaction(raw: raw!, readOnly: false)
+                    let outcome = write.run(child)
+                    switch outcome {
+                    case .success: try check(mdb_txn_commit(child.raw), "mdb_txn_commit (nested write)")
+                    case .failure(let error as LMDBError) where error.isMapFull:
+                        mdb_txn_abort(child.raw)
+                        throw error   // the whole group is retried after the map grows
+                    case .failure: mdb_txn_abort(child.raw)
+                    }
+                    return outcome
+                }
+            }
+            for (write, outcome) in zip(writes, outcomes) { write.resume(outcome) }
+        } catch {
+            for write in writes { write.resume(.failure(error)) }
         }
     }
 

@@ -17,6 +17,46 @@ import Foundation
         #expect(try env.read { try $0.count(db) } == 0)
     }
 
+    /// Group commit: 64 concurrent async writes share few commits; the one that throws loses
+    /// only its own changes and gets its own error; every other write is there after reopening.
+    @Test func concurrentAsyncWrites_areGroupCommitted_andAFailingOneIsIsolated() async throws {
+        struct Boom: Error {}
+        let dir = TemporaryDirectory()
+        var env: Environment? = try Environment(path: dir.path)
+        let db = try env!.openDatabase("things")
+        let before = try env!.info().lastTransactionID
+        let shared = env!
+        let results = await withTaskGroup(of: (UInt64, Bool).self) { group in
+            for n in UInt64(0)..<64 {
+                group.addTask {
+                    do {
+                        try await shared.writeAsync { txn in
+                            try txn.put(db, key: withUnsafeBytes(of: n.bigEndian) { Array($0) }, value: [UInt8(n)])
+                            if n == 13 { throw Boom() }
+                        }
+                        return (n, true)
+                    } catch {
+                        return (n, !(error is Boom))
+                    }
+                }
+            }
+            var out: [UInt64: Bool] = [:]
+            for await (n, ok) in group { out[n] = ok }
+            return out
+        }
+        #expect(results.filter { !$0.value }.map(\.key) == [13])
+        let commits = try shared.info().lastTransactionID - before
+        #expect(commits < 64, "64 writes took \(commits) commits")
+        shared.close()
+        env = nil
+        let reopened = try Environment(path: dir.path)
+        let db2 = try reopened.openDatabase("things")
+        let stored = try reopened.read { try $0.count(db2) }
+        #expect(stored == 63)
+        #expect(try reopened.read { try $0.get(db2, key: self.key(13)) } == nil)
+        reopened.close()
+    }
+
     @Test func throwingWriteClosure_abortsEverything() throws {
         struct Boom: Error {}
         let dir = TemporaryDirectory()

@@ -64,7 +64,12 @@ func runLogBench(arguments: [String]) throws {
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "suite":
-    try await runSuite(arguments: Array(arguments.dropFirst()))
+    do {
+        try await runSuite(arguments: Array(arguments.dropFirst()))
+    } catch {
+        FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+        exit(1)
+    }
 case "log":
     try runLogBench(arguments: Array(arguments.dropFirst()))
 case "profile-crypto":
