@@ -10,8 +10,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
 deps:
 	@if ! pkg-config --exists lmdb; then \
-		echo "Installing liblmdb-dev (LMDB headers and pkg-config file)..."; \
-		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq liblmdb-dev pkg-config; \
+		echo "Installing liblmdb-dev (LMDB headers and pkg-config file)..." >&2; \
+		$(SUDO) apt-get update -qq >&2 && $(SUDO) apt-get install -y -qq liblmdb-dev pkg-config >&2; \
 	fi
 	@pkg-config --exists lmdb || { echo "error: liblmdb-dev is still missing; install it with 'apt-get install liblmdb-dev'" >&2; exit 1; }
 
@@ -71,19 +71,20 @@ BENCH := Benchmarks/.build/release/vaultlog-bench
 
 bench-deps: deps
 	@if ! pkg-config --exists sqlite3 || ! command -v openssl >/dev/null; then \
-		echo "Installing libsqlite3-dev and openssl (the SQLite contender and the AES/HMAC floor)..."; \
-		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libsqlite3-dev openssl; \
+		echo "Installing libsqlite3-dev and openssl (the SQLite contender and the AES/HMAC floor)..." >&2; \
+		$(SUDO) apt-get update -qq >&2 && $(SUDO) apt-get install -y -qq libsqlite3-dev openssl >&2; \
 	fi
 
+# Build output goes to stderr: stdout of bench and bench-quick is only the JSON lines.
 bench-build: bench-deps
-	cd Benchmarks && $(SWIFT) build -c release --product vaultlog-bench
+	@cd Benchmarks && $(SWIFT) build -c release --product vaultlog-bench >&2
 
 bench: bench-build
-	$(BENCH) suite $${BENCH_GROUPS:+--groups $$BENCH_GROUPS} --report Docs/Performance.md --analysis Benchmarks/analysis.md --command "make bench"
+	@$(BENCH) suite $${BENCH_GROUPS:+--groups $$BENCH_GROUPS} --report Docs/Performance.md --analysis Benchmarks/analysis.md --command "make bench"
 
 bench-quick: bench-build
 	@mkdir -p .build-bench
-	$(BENCH) suite --quick $${BENCH_GROUPS:+--groups $$BENCH_GROUPS} --report .build-bench/Performance-quick.md --analysis Benchmarks/analysis.md --command "make bench-quick"
+	@$(BENCH) suite --quick $${BENCH_GROUPS:+--groups $$BENCH_GROUPS} --report .build-bench/Performance-quick.md --analysis Benchmarks/analysis.md --command "make bench-quick"
 
 # Event-log throughput alone (1M events by default; EVENTS=N to change).
 bench-log: bench-build

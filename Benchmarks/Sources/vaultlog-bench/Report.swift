@@ -19,6 +19,7 @@ func writeReport(_ results: Results, path: String, command: String, quick: Bool,
     | date | \(date) |
     | machine | \(machineDescription()) |
     | command | `\(command)`\(quick ? " (quick: smaller sizes, fewer rounds)" : "") |
+    | commit | \(gitCommit()) |
     | method | contenders of a comparison run interleaved in one process (A B A B …); value = median of the rounds, spread = (max − min) / median |
 
     ![main comparisons](\(chartName))
@@ -101,4 +102,12 @@ func chartSVG(_ figures: [Figure]) -> String {
 
 private func escape(_ s: String) -> String {
     s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+}
+
+/// The checked-out commit (with "+ changes" when the tree is dirty), or "unknown".
+func gitCommit() -> String {
+    guard let head = try? runWithDefaultSignals(["git", "rev-parse", "--short", "HEAD"]).trimmingCharacters(in: .whitespacesAndNewlines),
+          !head.isEmpty else { return "unknown" }
+    let dirty = ((try? runWithDefaultSignals(["git", "status", "--porcelain", "--untracked-files=no"])) ?? "").isEmpty ? "" : " + uncommitted changes"
+    return head + dirty
 }
