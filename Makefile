@@ -40,7 +40,8 @@ test: deps
 
 # The long reliability runs (make test runs 100 writer kills, 60 resolver kills, 500 seeds):
 # 1,000 SIGKILLs of the writer and of the resolver, 10,000 simulation seeds, then each fuzz
-# target; ends with a summary of the figures. Logs in .build-torture/. About 45 minutes.
+# target; ends with a summary of the figures. Logs in .build-torture/. About 2 hours here
+# (10,000 seeds take about 70 minutes); KILLS, RESOLVER_KILLS, SEEDS, FUZZ_SECONDS scale it.
 TORTURE_LOGS := .build-torture
 torture: deps
 	$(SWIFT) build --build-tests
