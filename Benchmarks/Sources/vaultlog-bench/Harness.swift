@@ -151,15 +151,11 @@ func formatNumber(_ value: Double) -> String {
 /// Collects figures, printing each JSON line as soon as it is known.
 final class Results: @unchecked Sendable {
     private(set) var figures: [Figure] = []
-    private(set) var notes: [String: [String]] = [:]
 
     func add(_ figure: Figure) {
         figures.append(figure)
         FileHandle.standardOutput.write(Data((figure.jsonLine + "\n").utf8))
     }
-
-    /// A remark for the report's group section (not printed as JSON).
-    func note(_ group: String, _ text: String) { notes[group, default: []].append(text) }
 }
 
 /// Progress on stderr, so stdout stays one JSON object per line.
@@ -174,14 +170,6 @@ func withScratchDirectory<T>(_ name: String, _ body: (String) throws -> T) throw
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: dir) }
     return try body(dir)
-}
-
-func withScratchDirectory<T>(_ name: String, _ body: (String) async throws -> T) async throws -> T {
-    let base = ProcessInfo.processInfo.environment["VAULTLOG_BENCH_DIR"] ?? NSTemporaryDirectory()
-    let dir = (base as NSString).appendingPathComponent("vaultlog-bench-\(name)-\(UUID().uuidString.prefix(8))")
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: dir) }
-    return try await body(dir)
 }
 
 /// Samples the process's anonymous resident memory (RssAnon: heap and stacks, not the pages of

@@ -48,16 +48,15 @@ func runProjectionBench(quick: Bool, results: Results) throws {
     try withScratchDirectory("projection") { dir in
         var options = VaultLogStoreOptions()
         options.eventLog.environment.mapSize = 4 << 30
-        do {
-            let store = try VaultLogStore(path: dir, options: options)
-            var written = 0
-            while written < total {
-                let n = Swift.min(10_000, total - written)
-                try store.log.append((written..<written + n).map(event), key: sealing)
-                written += n
+        /// Writes the workload's first `total` events to a new store at `path`, 10,000 a batch.
+        func writeWorkload(to path: String) throws {
+            let store = try VaultLogStore(path: path, options: options)
+            defer { store.close() }
+            for start in stride(from: 0, to: total, by: 10_000) {
+                try store.log.append((start..<Swift.min(start + 10_000, total)).map(event), key: sealing)
             }
-            store.close()
         }
+        try writeWorkload(to: dir)
 
         // Header fold, locked, no checkpoint. Peak memory: anonymous RSS above the baseline
         // before the fold (the mapped store's pages are the page cache's, not the process's).
@@ -104,16 +103,7 @@ func runProjectionBench(quick: Bool, results: Results) throws {
         let bare = dir + "-bare"
         try FileManager.default.createDirectory(atPath: bare, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: bare) }
-        do {
-            let store = try VaultLogStore(path: bare, options: options)
-            var written = 0
-            while written < total {
-                let n = Swift.min(10_000, total - written)
-                try store.log.append((written..<written + n).map(event), key: sealing)
-                written += n
-            }
-            store.close()
-        }
+        try writeWorkload(to: bare)
         func openAndCount(_ path: String, _ options: VaultLogStoreOptions) throws -> Double {
             var count = 0
             let seconds = try time {
