@@ -12,10 +12,13 @@ struct Simulate: AsyncParsableCommand {
         simulated clock, then checks DESIGN §9: nothing pending, no saved version or offline \
         password lost, no duplicate, verify clean, no plaintext in the store. A failure prints its \
         seed; the same seed replays it exactly (--save writes it as a scenario fixture). \
-        Exit 1 if any seed fails. Progress on stderr when stderr is a terminal.
+        Seeds are independent and run --jobs at a time (default: one per core); each seed's run \
+        is the same whatever the job count. Exit 1 if any seed fails. Progress on stderr when \
+        stderr is a terminal.
 
         Examples:
           vaultlog simulate --seeds 1..500
+          vaultlog simulate --seeds 1..10000 --jobs 2
           vaultlog simulate --seeds 4242 --ops 80 --save seed-4242.json
         """
     )
@@ -28,6 +31,9 @@ struct Simulate: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Write the (single) seed's scenario to this file.", valueName: "file"))
     var save: String?
+
+    @Option(help: "Seeds run at the same time (default: the number of cores).")
+    var jobs: Int?
 
     @Flag(help: "Print one JSON object per failing seed, and a summary object.")
     var json = false
@@ -44,6 +50,7 @@ struct Simulate: AsyncParsableCommand {
         let range = try parsedSeeds()
         if save != nil && range.count != 1 { throw ValidationError("--save writes one seed's scenario: give a single seed") }
         if ops < 1 { throw ValidationError("--ops must be at least 1") }
+        if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1") }
     }
 
     struct Failure: Encodable { var seed: UInt64; var violations: [String] }
@@ -59,18 +66,11 @@ struct Simulate: AsyncParsableCommand {
             }
         }
         let start = Date()
-        var failures: [Failure] = []
-        let progress = ProgressLine("simulating")
-        for (index, seed) in range.enumerated() {
-            progress.update(index, of: range.count)
-            do {
-                let violations = try await Simulation.run(seed: seed, operations: ops)
-                if !violations.isEmpty { failures.append(Failure(seed: seed, violations: violations)) }
-            } catch {
-                failures.append(Failure(seed: seed, violations: ["the run failed: \(error)"]))
-            }
+        let progress = ProgressLine("simulating", unit: "seeds")
+        let failures = await Self.simulate(range, operations: ops,
+                                                 jobs: jobs ?? ProcessInfo.processInfo.activeProcessorCount) { done in
+            progress.update(done, of: range.count)
         }
-        progress.update(range.count, of: range.count)
         progress.finish()
         let summary = Summary(seeds: range.count, failed: failures.count, seconds: Date().timeIntervalSince(start))
         if json {
@@ -84,5 +84,37 @@ struct Simulate: AsyncParsableCommand {
             Console.out("\(range.count - failures.count) passed, \(failures.count) failed (\(range.count) seeds, \(ops) ops each, \(String(format: "%.1f", summary.seconds)) s)")
         }
         if !failures.isEmpty { throw ExitCode(ExitStatus.problemsFound.rawValue) }
+    }
+
+    /// Runs every seed of `range`, at most `jobs` at a time, and returns the failures in seed
+    /// order; `progress` gets the number of seeds finished.
+    static func simulate(_ range: ClosedRange<UInt64>, operations: Int, jobs: Int,
+                         progress: (Int) -> Void) async -> [Failure] {
+        await withTaskGroup(of: Failure?.self) { group in
+            var next = range.makeIterator()
+            func start() -> Bool {
+                guard let seed = next.next() else { return false }
+                group.addTask {
+                    do {
+                        let violations = try await Simulation.run(seed: seed, operations: operations)
+                        return violations.isEmpty ? nil : Failure(seed: seed, violations: violations)
+                    } catch {
+                        return Failure(seed: seed, violations: ["the run failed: \(error)"])
+                    }
+                }
+                return true
+            }
+            for _ in 0..<jobs where !start() { break }
+            var failures: [Failure] = []
+            var done = 0
+            progress(done)
+            while let result = await group.next() {
+                done += 1
+                progress(done)
+                if let result { failures.append(result) }
+                _ = start()
+            }
+            return failures.sorted { $0.seed < $1.seed }
+        }
     }
 }

@@ -92,6 +92,18 @@ import Testing
         let bad = try CLI.run(["simulate", "--seeds", "9..2"])
         #expect(bad.status == 2, "\(bad)")
     }
+
+    /// Seeds run side by side with --jobs; every seed is still counted once.
+    @Test func simulate_jobs_runsEverySeedOnce_andZeroJobsIsUsage() throws {
+        let result = try CLI.run(["simulate", "--seeds", "11..15", "--jobs", "3", "--json"])
+        #expect(result.status == 0, "\(result)")
+        let summary = try #require(try result.jsonLines().last)
+        #expect(summary["seeds"] as? Int == 5)
+        #expect(summary["failed"] as? Int == 0)
+        let zero = try CLI.run(["simulate", "--seeds", "1", "--jobs", "0"])
+        #expect(zero.status == 2, "\(zero)")
+        #expect(zero.stderr.contains("--jobs must be at least 1"), "\(zero)")
+    }
 }
 
 /// Damaged stores: a truncated `data.mdb` (which would make LMDB fault) and a zero-filled one.

@@ -4,9 +4,11 @@ import Testing
 
 /// Deterministic simulation: seeded random scenarios (offline periods, edits, another device,
 /// lock/unlock, 5xx, lost responses, crashes) checked against DESIGN §9. `make test` runs 500
-/// seeds, `make torture` 10,000 (`VAULTLOG_SIM_SEEDS`). A failure names its seed:
-/// `vaultlog simulate --seeds N` replays it, `--save FILE` keeps it as a fixture.
-@Suite(.serialized) struct SimulationTests {
+/// seeds (`VAULTLOG_SIM_SEEDS` changes that); `make torture` runs 10,000 through `vaultlog simulate`.
+/// A failure names its seed:
+/// `vaultlog simulate --seeds N` replays it, `--save FILE` keeps it as a fixture. The chunks run
+/// side by side (the runs are in-process and independent), one per core.
+@Suite struct SimulationTests {
     static let seedCount = UInt64(ProcessInfo.processInfo.environment["VAULTLOG_SIM_SEEDS"] ?? "") ?? 500
     static let chunk: UInt64 = 50
     static let chunks: [ClosedRange<UInt64>] = stride(from: UInt64(1), through: seedCount, by: Int(chunk)).map {

@@ -49,12 +49,14 @@ enum Console {
 /// redrawn at most every 1/10 s.
 final class ProgressLine {
     private let label: String
+    private let unit: String
     private let enabled: Bool
     private var lastDraw = Date.distantPast
     private var drawn = false
 
-    init(_ label: String, enabled: Bool = Console.stderrIsTerminal) {
+    init(_ label: String, unit: String = "events", enabled: Bool = Console.stderrIsTerminal) {
         self.label = label
+        self.unit = unit
         self.enabled = enabled
     }
 
@@ -65,7 +67,7 @@ final class ProgressLine {
         lastDraw = now
         drawn = true
         let percent = total > 0 ? done * 100 / total : 100
-        FileHandle.standardError.write(Data("\r\(label) \(done)/\(total) events (\(percent)%)\u{1B}[K".utf8))
+        FileHandle.standardError.write(Data("\r\(label) \(done)/\(total) \(unit) (\(percent)%)\u{1B}[K".utf8))
     }
 
     /// Ends the line so later output starts on a fresh one.
