@@ -26,6 +26,9 @@ import Testing
     @Test func sameSeed_sameScenarioAndSameOutcome() async throws {
         #expect(Simulation.scenario(seed: 77) == Simulation.scenario(seed: 77))
         #expect(Simulation.scenario(seed: 77) != Simulation.scenario(seed: 78))
+        // Both server flavours are simulated: odd seeds Vaultwarden, even seeds Bitwarden.
+        #expect(Simulation.scenario(seed: 77).flavor == "vaultwarden")
+        #expect(Simulation.scenario(seed: 78).flavor == nil)
         let first = try await ScenarioRunner().run(Simulation.scenario(seed: 77))
         let second = try await ScenarioRunner().run(Simulation.scenario(seed: 77))
         #expect(first.actual == second.actual)
