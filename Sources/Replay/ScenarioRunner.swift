@@ -203,7 +203,9 @@ final class Run: @unchecked Sendable {
     /// The embedded emulator (nil against a remote server).
     let emulator: BitwardenEmulator?
     let serverURL: URL
-    let offlineURL: URL
+    /// Held for the whole run: the device's transport while it is offline.
+    let offlinePort: ClosedPort
+    var offlineURL: URL { offlinePort.url }
     let storePath: String
     var store: VaultLogStore
     var users: [User] = []
@@ -232,7 +234,7 @@ final class Run: @unchecked Sendable {
             serverURL = url
             clock.set(Date())
         }
-        offlineURL = try ClosedPort.url()
+        offlinePort = try ClosedPort()
         let base = runner.workDirectory ?? NSTemporaryDirectory()
         storePath = runner.storePath ?? (base as NSString).appendingPathComponent(
             "vaultlog-replay-\(scenario.name.filter { $0.isLetter || $0.isNumber || $0 == "-" })-\(UUID().uuidString.prefix(8))")
@@ -274,6 +276,7 @@ final class Run: @unchecked Sendable {
 
     func finish(stopServer: Bool = true) async {
         store.close()
+        offlinePort.close()
         if stopServer { await emulator?.stop() }
         if !runner.keepStore { try? FileManager.default.removeItem(atPath: storePath) }
     }
@@ -540,16 +543,20 @@ final class Run: @unchecked Sendable {
     }
 }
 
-/// A loopback port nothing listens on: the device's "offline" transport.
-enum ClosedPort {
-    static func url() throws -> URL {
+/// A loopback port nothing listens on: the device's "offline" transport. The socket stays bound
+/// (never listening) until `close()`, so connections are refused and no other server — another
+/// scenario's emulator started meanwhile — can be given the port.
+final class ClosedPort: Sendable {
+    let url: URL
+    private let socket: Mutex<Int32?>
+
+    init() throws {
         #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        let fd = Darwin.socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard fd >= 0 else { throw ReplayError.badStep(index: -1, reason: "cannot open a socket to find a closed port") }
-        defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
@@ -560,8 +567,29 @@ enum ClosedPort {
                 bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
             }
         }
-        guard bound else { throw ReplayError.badStep(index: -1, reason: "cannot bind a loopback socket to find a closed port") }
-        // Bound but never listening: connections are refused until the port is reused.
-        return URL(string: "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))")!
+        guard bound else {
+            closeDescriptor(fd)
+            throw ReplayError.badStep(index: -1, reason: "cannot bind a loopback socket to find a closed port")
+        }
+        url = URL(string: "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))")!
+        socket = Mutex(fd)
     }
+
+    /// Releases the port (idempotent).
+    func close() {
+        socket.withLock { fd in
+            if let open = fd { closeDescriptor(open) }
+            fd = nil
+        }
+    }
+
+    deinit { close() }
+}
+
+private func closeDescriptor(_ fd: Int32) {
+    #if canImport(Glibc)
+    _ = Glibc.close(fd)
+    #else
+    _ = Darwin.close(fd)
+    #endif
 }

@@ -1,6 +1,11 @@
 import Foundation
 import Testing
 @testable import Replay
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Deterministic simulation: seeded random scenarios (offline periods, edits, another device,
 /// lock/unlock, 5xx, lost responses, crashes) checked against DESIGN §9. `make test` runs 500
@@ -60,6 +65,38 @@ import Testing
         let outcome = try await ScenarioRunner().run(scenario)
         #expect(outcome.actual.pending?["u1"] == 0)
         #expect(Simulation.check(outcome) == [])
+    }
+
+    /// The offline device's port stays taken for the whole run: no other server can be given it.
+    /// (It used to be released at once; with the seeds running side by side, another run's
+    /// emulator got the port and an "offline" device reached a foreign server: seed 352 failed.)
+    @Test func offlinePort_cannotBeTakenByAnotherServer_untilClosed() throws {
+        let port = try ClosedPort()
+        let number = try #require(port.url.port)
+        #expect(!Self.canListen(on: UInt16(number)), "another server could take the offline port \(number)")
+        port.close()
+        #expect(Self.canListen(on: UInt16(number)))
+    }
+
+    /// Whether a server socket (SO_REUSEADDR, as NIO sets it) can bind and listen on `port`.
+    static func canListen(on port: UInt16) -> Bool {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        return bound && listen(fd, 1) == 0
     }
 
     @Test func checker_reportsALostVersionAndADuplicate() {
