@@ -89,12 +89,7 @@ public enum ExportFormat {
 
     /// Parses and checks the metadata line (format name, a version this build reads).
     public static func metadata(line: String) throws(LineError) -> Metadata {
-        let metadata: Metadata
-        do {
-            metadata = try JSONDecoder().decode(Metadata.self, from: Data(line.utf8))
-        } catch {
-            throw LineError(reason: "not a vaultlog export metadata line (\(reason(error)))")
-        }
+        let metadata = try decode(Metadata.self, line, what: "a vaultlog export metadata line")
         guard metadata.format == name else {
             throw LineError(reason: "format is '\(metadata.format)', expected '\(name)'")
         }
@@ -107,12 +102,7 @@ public enum ExportFormat {
     /// Parses one envelope line: the JSON, the base64, the envelope, and the agreement of the
     /// line's header fields with the envelope's own header.
     public static func envelope(line: String) throws(LineError) -> Envelope {
-        let entry: EnvelopeLine
-        do {
-            entry = try JSONDecoder().decode(EnvelopeLine.self, from: Data(line.utf8))
-        } catch {
-            throw LineError(reason: "not an envelope line (\(reason(error)))")
-        }
+        let entry = try decode(EnvelopeLine.self, line, what: "an envelope line")
         guard let bytes = Base64.decode(entry.envelope) else {
             throw LineError(reason: "\"envelope\" is not base64")
         }
@@ -135,6 +125,15 @@ public enum ExportFormat {
             throw LineError(reason: "the line's fields disagree with its envelope's header (\(mismatches.joined(separator: ", ")))")
         }
         return envelope
+    }
+
+    /// One line's JSON as `type`; otherwise "not `what` (the reason)".
+    static func decode<T: Decodable>(_ type: T.Type, _ line: String, what: String) throws(LineError) -> T {
+        do {
+            return try JSONDecoder().decode(type, from: Data(line.utf8))
+        } catch {
+            throw LineError(reason: "not \(what) (\(reason(error)))")
+        }
     }
 
     /// A decoding error in a few words, naming the field.
