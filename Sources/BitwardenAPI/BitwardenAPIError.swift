@@ -9,8 +9,8 @@ import OfflineSync
 /// | 400 whose message contains "out of date" | ``OfflineSync/ServerErrorKind/staleRevision`` |
 /// | 404 with an error body; Vaultwarden's 400 "Cipher doesn't exist" / "not owned" / "not write accessible" | ``OfflineSync/ServerErrorKind/notFound`` |
 /// | 401 after one refresh, or a refused refresh | ``OfflineSync/ServerErrorKind/loginRequired`` |
-/// | other 4xx with an error body (validation, permissions, bad credentials) | ``OfflineSync/ServerErrorKind/rejected`` |
-/// | 5xx, 408, 429, 4xx without an error body, transport errors, timeouts, malformed replies | ``OfflineSync/ServerErrorKind/unavailable`` |
+/// | other 4xx, with or without an error body (validation, permissions, an HTML 403 or 413 from a proxy) | ``OfflineSync/ServerErrorKind/rejected`` |
+/// | 5xx, 408, 429, a 404 without an error body (a wrong route), transport errors, timeouts, malformed replies | ``OfflineSync/ServerErrorKind/unavailable`` |
 public struct BitwardenAPIError: ClassifiedServerError, CustomStringConvertible, Sendable, Equatable {
     /// How the failure is treated (offline, rejected, conflict, ...).
     public let serverErrorKind: ServerErrorKind
@@ -22,15 +22,23 @@ public struct BitwardenAPIError: ClassifiedServerError, CustomStringConvertible,
     public let route: String
     /// Field errors from the server's `validationErrors` (keys such as `Name`, `Login.Password`).
     public let validationErrors: [String: [String]]
+    /// False when the request certainly never reached the server (connection refused, host
+    /// not found): a create that failed so was never applied.
+    public let requestMayHaveArrived: Bool
 
     /// Creates an error.
-    public init(kind: ServerErrorKind, status: Int?, message: String, route: String, validationErrors: [String: [String]] = [:]) {
+    public init(kind: ServerErrorKind, status: Int?, message: String, route: String, validationErrors: [String: [String]] = [:],
+                requestMayHaveArrived: Bool = true) {
         self.serverErrorKind = kind
         self.status = status
         self.message = message
         self.route = route
         self.validationErrors = validationErrors
+        self.requestMayHaveArrived = requestMayHaveArrived
     }
+
+    /// The server answered with an HTTP status (counts towards an item's dead-letter limit).
+    public var serverAnswered: Bool { status != nil }
 
     /// True if the server refused an update because its copy changed since `lastKnownRevisionDate`.
     public var isStaleRevision: Bool { serverErrorKind == .staleRevision }
@@ -80,7 +88,9 @@ public struct BitwardenAPIError: ClassifiedServerError, CustomStringConvertible,
         case 408, 429:
             kind = .unavailable
         case 400..<500:
-            kind = parsed == nil ? .unavailable : .rejected
+            // The denylist: the server (or a proxy in front of it) received the request and
+            // refused it; retrying offline would not change the answer.
+            kind = .rejected
         default:
             kind = .unavailable
         }

@@ -276,9 +276,13 @@ public final class BitwardenClient: CipherServer, Sendable {
                         let nsError = error as NSError
                         let reason = nsError.code == URLError.timedOut.rawValue
                             ? "timed out after \(request.timeoutInterval) s" : error.localizedDescription
+                        // Refused or unresolvable: the request never left; anything else
+                        // (a timeout, a dropped connection) may have been applied.
+                        let neverSent = [URLError.cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet]
+                            .map(\.rawValue).contains(nsError.code)
                         continuation.resume(throwing: BitwardenAPIError(
                             kind: .unavailable, status: nil, message: "cannot reach the server: \(reason) (\(nsError.domain) \(nsError.code))",
-                            route: route))
+                            route: route, requestMayHaveArrived: !neverSent))
                     } else if let http = response as? HTTPURLResponse {
                         continuation.resume(returning: (data ?? Data(), http))
                     } else {

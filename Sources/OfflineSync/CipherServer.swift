@@ -21,6 +21,19 @@ public enum ServerErrorKind: Sendable, Equatable {
 /// ``ServerErrorKind/unavailable`` (the seeds' denylist: everything unknown means offline).
 public protocol ClassifiedServerError: Error {
     var serverErrorKind: ServerErrorKind { get }
+    /// Whether the request may have reached the server, so it may have been applied although
+    /// no answer says so (a lost response, a timeout). False only when it certainly did not
+    /// leave the device (connection refused, no route, offline mode). Default: true.
+    var requestMayHaveArrived: Bool { get }
+    /// Whether the server itself answered (an HTTP status) rather than being out of reach.
+    /// Only such answers count towards an item's dead-letter limit. Default: true unless
+    /// ``ServerErrorKind/unavailable``.
+    var serverAnswered: Bool { get }
+}
+
+extension ClassifiedServerError {
+    public var requestMayHaveArrived: Bool { true }
+    public var serverAnswered: Bool { serverErrorKind != .unavailable }
 }
 
 extension Error {
@@ -28,16 +41,32 @@ extension Error {
     public var serverErrorKind: ServerErrorKind {
         (self as? any ClassifiedServerError)?.serverErrorKind ?? .unavailable
     }
+
+    /// Whether the request may have reached the server (unknown errors: yes).
+    public var requestMayHaveArrived: Bool {
+        (self as? any ClassifiedServerError)?.requestMayHaveArrived ?? true
+    }
+
+    /// Whether this failure is an answer about the item, counted towards its dead-letter
+    /// limit: a server's reply, or an error of the item itself (it cannot be decrypted or
+    /// encoded). A server out of reach is not: a device offline for a day must not
+    /// dead-letter its edits.
+    public var countsAsAttempt: Bool {
+        (self as? any ClassifiedServerError)?.serverAnswered ?? true
+    }
 }
 
 /// A simple classified error, for servers and fakes that have nothing richer.
 public struct ServerFailure: ClassifiedServerError, Equatable, CustomStringConvertible {
     public let serverErrorKind: ServerErrorKind
     public let message: String
+    public let requestMayHaveArrived: Bool
 
-    public init(_ kind: ServerErrorKind, _ message: String) {
+    /// `mayHaveArrived: false` says the request certainly never left the device.
+    public init(_ kind: ServerErrorKind, _ message: String, mayHaveArrived: Bool = true) {
         self.serverErrorKind = kind
         self.message = message
+        self.requestMayHaveArrived = mayHaveArrived
     }
 
     public var description: String { "server \(serverErrorKind): \(message)" }
@@ -80,7 +109,7 @@ public protocol CipherServer: Sendable {
 public struct UnreachableServer: CipherServer {
     public init() {}
 
-    private func fail() -> ServerFailure { ServerFailure(.unavailable, "the server is not reachable (offline mode)") }
+    private func fail() -> ServerFailure { ServerFailure(.unavailable, "the server is not reachable (offline mode)", mayHaveArrived: false) }
 
     public func getCipher(id: String) async throws -> Cipher { throw fail() }
     public func createCipher(_ cipher: Cipher) async throws -> Cipher { throw fail() }

@@ -175,6 +175,22 @@ public final class OfflineSyncResolver: Sendable {
         return ResolutionReport(items: reports.compactMap { $0 })
     }
 
+    /// Resolves one item now, whatever its retry time or dead-letter state: what the
+    /// repository does right after the user changed an item that had pending state, so that
+    /// every rule (backups, overflow copies, ordering, conflicts) applies on one path. Returns
+    /// nil when nothing is pending for `cipherId`. Throws only ``OfflineSyncError/vaultLocked(userId:)``
+    /// and ``ResolutionInterruption``s; other failures are recorded for the item.
+    @discardableResult
+    public func resolve(userId: String, cipherId: String) async throws -> ItemReport? {
+        let projection = try store.projection(userId: userId)
+        guard let change = projection.pending[cipherId] else { return nil }
+        // The user just saved: if the server is out of reach the edit is simply saved offline,
+        // with no failure recorded (a sync will try again).
+        let run = RunContext(userId: userId, userKey: try store.userKey(userId: userId), index: ServerIndex(server: server),
+                             recordsUnreachable: false)
+        return try await resolveItem(change, run: run)
+    }
+
     /// Puts dead-lettered (or backing-off) items back into automatic retries: appends
     /// `retryRequested` for each (all pending items when `cipherIds` is nil).
     public func retryDeadLetters(userId: String, cipherIds: [String]? = nil) throws {
@@ -200,6 +216,9 @@ public final class OfflineSyncResolver: Sendable {
         let userId: String
         let userKey: SymmetricCryptoKey
         let index: ServerIndex
+        /// Whether a failure to reach the server is recorded (`resolutionFailed`, not counted
+        /// as an attempt). Runs started by a save do not record it.
+        var recordsUnreachable = true
     }
 
     /// One item's state during a run: its pending change and the steps recorded so far.
@@ -220,6 +239,8 @@ public final class OfflineSyncResolver: Sendable {
             case .create: item.report.outcome = try await resolveCreate(&item, run: run)
             case .update: item.report.outcome = try await resolveUpdate(&item, serverId: change.cipherId,
                                                                          base: change.originalRevisionDate, run: run)
+            case .softDelete where change.uncertainCreate, .hardDelete where change.uncertainCreate:
+                item.report.outcome = try await resolveDeleteOfUncertainCreate(&item, run: run)
             case .softDelete, .hardDelete: item.report.outcome = try await resolveDelete(&item, run: run)
             }
             return item.report
@@ -232,14 +253,25 @@ public final class OfflineSyncResolver: Sendable {
 
     private func recordFailure(_ item: inout Item, error: any Error, run: RunContext) async throws -> ItemReport {
         let at = now
-        let stale = error is StaleRetriesExhausted
-        let attempt = stale ? item.change.attempts : item.change.attempts + 1
-        let deadLetter = !stale && attempt >= options.maxAttempts
-        let nextRetry: BitwardenDate? = deadLetter ? nil : (stale ? at : BitwardenDate(at.date.addingTimeInterval(backoff(attempt: attempt))))
+        // Only the server's answers about the item count: a server out of reach says nothing
+        // about it (retried at the next sync, never dead-lettered), nor does a stale answer.
+        let counts = !(error is StaleRetriesExhausted) && error.countsAsAttempt
+        // Out of reach: recorded once while it lasts (a day offline is one event, not 48),
+        // and not at all when a save started the run.
+        let unreachable = !counts && !(error is StaleRetriesExhausted)
+        if unreachable && (!run.recordsUnreachable || item.change.waitingForServer == true) {
+            item.report.outcome = .failed
+            item.report.error = "\(error)"
+            return item.report
+        }
+        let attempt = counts ? item.change.attempts + 1 : item.change.attempts
+        let deadLetter = counts && attempt >= options.maxAttempts
+        let nextRetry: BitwardenDate? = deadLetter ? nil : (counts ? BitwardenDate(at.date.addingTimeInterval(backoff(attempt: attempt))) : at)
         logger.warning("resolution failed", metadata: ["cipher": "\(item.id)", "attempt": "\(attempt)",
                                                        "deadLetter": "\(deadLetter)", "error": "\(error)"])
         try await record(&item, .resolutionFailed, OutcomeBody(
-            at: at, reason: "\(error)", attempt: attempt, nextRetryAt: nextRetry, deadLetter: deadLetter), run: run)
+            at: at, reason: "\(error)", attempt: attempt, nextRetryAt: nextRetry, deadLetter: deadLetter,
+            serverUnreachable: unreachable ? true : nil), run: run)
         item.report.outcome = deadLetter ? .deadLetter : .failed
         item.report.error = "\(error)"
         item.report.nextRetryAt = nextRetry
@@ -259,7 +291,7 @@ public final class OfflineSyncResolver: Sendable {
     private func resolveCreate(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
         // An earlier attempt already created it: continue as an update of the server copy.
         if let mapped = item.steps.last(where: { $0.type == .idMapped })?.outcome, let serverId = mapped.serverId {
-            return try await resolveUpdate(&item, serverId: serverId, base: mapped.revisionDate, run: run)
+            return try await resolveUpdate(&item, serverId: serverId, base: mapped.revisionDate, createChain: true, run: run)
         }
         // A create whose response was lost (here or in the repository) is on the server under
         // one of these unique encrypted names.
@@ -285,7 +317,8 @@ public final class OfflineSyncResolver: Sendable {
         guard let name = item.latest.name, created.name == name else {
             // Edited after the create was sent: the copy on the server is older.
             try await record(&item, .idMapped, mapped, run: run)
-            return try await resolveUpdate(&item, serverId: serverId, base: created.revisionDate, run: run)
+            return try await resolveUpdate(&item, serverId: serverId, base: created.revisionDate,
+                                           createChain: item.change.startedAsCreate ?? (item.change.changeType == .create), run: run)
         }
         var events: [(VaultEventType, OutcomeBody)] = [(.idMapped, mapped)]
         if mappedType == .recreated { events.insert((.recreated, mapped), at: 0) }
@@ -304,7 +337,9 @@ public final class OfflineSyncResolver: Sendable {
         }
     }
 
-    private func resolveUpdate(_ item: inout Item, serverId: String, base: BitwardenDate?, run: RunContext) async throws -> ItemReport.Outcome {
+    private func resolveUpdate(_ item: inout Item, serverId: String, base: BitwardenDate?, createChain: Bool = false,
+                               run: RunContext) async throws -> ItemReport.Outcome {
+        let ownNames = Set(item.change.ownNames ?? [])
         var staleAnswers = 0
         while true {
             let serverCopy: Cipher
@@ -316,9 +351,12 @@ public final class OfflineSyncResolver: Sendable {
             let decision = UpdateDecision.decide(
                 latest: item.latest, base: base, localUpdatedAt: item.change.updatedAt,
                 passwordChanges: item.change.offlinePasswordChangeCount, server: serverCopy,
-                softConflictThreshold: options.softConflictPasswordChangeThreshold)
+                softConflictThreshold: options.softConflictPasswordChangeThreshold, ownNames: ownNames, createChain: createChain)
             switch decision {
             case .alreadyApplied:
+                // Our PUT was applied but its answer lost: the passwords the 5-entry history
+                // cannot hold still need their copy (the backups made before the PUT count).
+                _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: recordedBackups(item), run: run)
                 try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate,
                                                                reason: "the server already holds the latest local version")),
                                          (.resolved, OutcomeBody(at: now, serverId: serverId))],
@@ -362,85 +400,160 @@ public final class OfflineSyncResolver: Sendable {
         }
     }
 
-    /// The server lost the item (404): create the local version again, under a new id.
-    private func recreate(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
+    /// The server lost the item (404): create the local version again, under a new id. With
+    /// `thenTrash` (a trash move that carried edits) the new copy is moved to the trash again.
+    private func recreate(_ item: inout Item, thenTrash: Bool = false, run: RunContext) async throws -> ItemReport.Outcome {
+        var created: Cipher
         if let found = try await run.index.find(plannedMarkers(item, purpose: "recreate")) {
-            return try await adoptCreated(&item, found, purpose: "recreate", run: run)
+            created = found
+        } else {
+            _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
+            var payload = item.latest
+            payload.deletedDate = nil
+            created = try await createOnce(&item, purpose: "recreate", payload: payload, run: run)
         }
-        _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
-        var payload = item.latest
-        payload.deletedDate = nil
-        let created = try await createOnce(&item, purpose: "recreate", payload: payload, run: run)
-        return try await adoptCreated(&item, created, purpose: "recreate", run: run)
+        guard thenTrash else { return try await adoptCreated(&item, created, purpose: "recreate", run: run) }
+        guard let serverId = created.id else { throw ServerFailure(.unavailable, "the server answered a create without an id") }
+        item.report.serverId = serverId
+        if created.deletedDate == nil {
+            try await server.softDeleteCipher(id: serverId)
+            try options.afterServerEffect?(.deleted(cipherId: item.id, permanent: false))
+            created.deletedDate = now
+        }
+        let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: "recreate")
+        try await record(&item, [(.recreated, mapped), (.idMapped, mapped),
+                                 (.deleteApplied, OutcomeBody(at: now, serverId: serverId, reason: "re-created and moved to the trash again")),
+                                 (.resolved, OutcomeBody(at: now, serverId: serverId))],
+                         local: replacing(item.id, with: created), run: run)
+        return .deleted
     }
 
     // MARK: Delete
 
+    /// Backups already on the server for this change (conflict backups and overflow copies).
+    private func recordedBackups(_ item: Item) -> [Cipher] {
+        item.steps.filter { $0.type == .backupCreated }.compactMap { $0.outcome.cipher }
+    }
+
     private func resolveDelete(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
+        try await resolveDelete(&item, serverId: item.id, base: item.change.originalRevisionDate,
+                                createChain: item.change.startedAsCreate ?? false, run: run)
+    }
+
+    /// A create that may have reached the server, deleted by the user before it was resolved:
+    /// the server copy (mapped earlier, or found by the encrypted name of any version this
+    /// device sent) is deleted too; when no copy exists the create never arrived.
+    private func resolveDeleteOfUncertainCreate(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
+        if let mapped = item.steps.last(where: { $0.type == .idMapped })?.outcome, let serverId = mapped.serverId {
+            return try await resolveDelete(&item, serverId: serverId, base: mapped.revisionDate, createChain: true, run: run)
+        }
+        var markers = plannedMarkers(item, purpose: "create")
+        markers += (item.change.ownNames ?? []).compactMap { try? EncString($0) }
+        if let found = try await run.index.find(markers), let serverId = found.id {
+            try await record(&item, .idMapped, OutcomeBody(at: now, serverId: serverId, revisionDate: found.revisionDate,
+                                                           reason: "a create whose answer was lost, found on the server"), run: run)
+            return try await resolveDelete(&item, serverId: serverId, base: found.revisionDate, createChain: true, run: run)
+        }
+        try await record(&item, [(.cleanedUp, OutcomeBody(at: now, reason: "the create never reached the server")),
+                                 (.resolved, OutcomeBody(at: now))],
+                         local: [.delete(cipherId: item.id)], run: run)
+        return .cleanedUp
+    }
+
+    private func resolveDelete(_ item: inout Item, serverId id: String, base: BitwardenDate?, createChain: Bool,
+                               run: RunContext) async throws -> ItemReport.Outcome {
         // A copy, not reads through `item`: Swift 6.3's optimizer crashed (SIL ownership
         // verifier) on borrows of `item.change`'s optionals across the awaits below.
         let change = item.change
         let permanent = change.changeType == .hardDelete
-        let id = item.id
+        let ownNames = Set(change.ownNames ?? [])
         var staleAnswers = 0
         while true {
-            let serverCopy: Cipher
+            var serverCopy: Cipher?
             do {
                 serverCopy = try await server.getCipher(id: id)
             } catch where error.serverErrorKind == .notFound {
-                if !permanent && change.hasEdits {
-                    // Edited, then trashed, while another device deleted it for good: the edits
-                    // are a version the user saved, so the item comes back (to be trashed again).
-                    return try await recreate(&item, run: run)
-                }
+                serverCopy = nil
+            }
+            let decision = DeleteDecision.decide(
+                changeType: change.changeType, latest: change.latest, base: base, hasEdits: change.hasEdits, server: serverCopy,
+                passwordChanges: change.offlinePasswordChangeCount, softConflictThreshold: options.softConflictPasswordChangeThreshold,
+                ownNames: ownNames, createChain: createChain)
+            switch decision {
+            case .cleanUp:
                 try await record(&item, [(.cleanedUp, OutcomeBody(at: now, reason: "the server no longer has the item")),
                                          (.resolved, OutcomeBody(at: now))],
-                                 local: [.delete(cipherId: id)], run: run)
+                                 local: [.delete(cipherId: item.id)] + (id == item.id ? [] : [.delete(cipherId: id)]), run: run)
                 return .cleanedUp
-            }
-            switch DeleteDecision.decide(changeType: change.changeType, latest: change.latest, base: change.originalRevisionDate,
-                                         hasEdits: change.hasEdits, server: serverCopy) {
+
+            case .recreateAndTrash:
+                // Edited, then trashed, while another device deleted it for good: the edits
+                // are a version the user saved, so it comes back, in the trash.
+                return try await recreate(&item, thenTrash: true, run: run)
+
             case .alreadyApplied:
-                try await record(&item, [(.deleteApplied, OutcomeBody(at: now, revisionDate: serverCopy.revisionDate,
+                let copy = serverCopy!
+                _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: recordedBackups(item) + [copy], run: run)
+                try await record(&item, [(.deleteApplied, OutcomeBody(at: now, revisionDate: copy.revisionDate,
                                                                        reason: "already in the server's trash")),
                                          (.resolved, OutcomeBody(at: now))],
-                                 local: [.upsert(serverCopy)], run: run)
+                                 local: replacing(item.id, with: copy), run: run)
                 return .deleted
 
-            case .drop:
-                if change.hasEdits && !permanent {
+            case .drop(let backupLocal):
+                let copy = serverCopy!
+                if backupLocal {
                     // Edits made before the trash move are a version the user saved: keep them.
                     var edited = change.latest
                     edited.deletedDate = nil
-                    _ = try await ensureBackup(&item, of: edited, side: .local, timestamp: change.updatedAt,
-                                               sourceRevision: nil, sourceSequence: item.latestSequence,
-                                               reason: "edits made before a dropped trash move", run: run)
+                    let backup = try await ensureBackup(&item, of: edited, side: .local, timestamp: change.updatedAt,
+                                                        sourceRevision: nil, sourceSequence: item.latestSequence,
+                                                        reason: "edits made before a dropped trash move", run: run)
+                    _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [backup, copy], run: run)
                 }
-                try await record(&item, [(.deleteDropped, OutcomeBody(at: now, revisionDate: serverCopy.revisionDate,
+                try await record(&item, [(.deleteDropped, OutcomeBody(at: now, revisionDate: copy.revisionDate,
                                                                       reason: "the server copy changed since the delete; restored locally")),
                                          (.resolved, OutcomeBody(at: now))],
-                                 local: [.upsert(serverCopy)], run: run)
+                                 local: replacing(item.id, with: copy), run: run)
                 return .deleteDropped
 
-            case .apply(let pushEdits):
+            case .apply(let pushEdits, let backupServer):
+                let copy = serverCopy!
                 if pushEdits {
-                    // Edits made before the soft delete: the server keeps them in its trash.
+                    var preserved: [Cipher] = []
+                    if backupServer, let revision = copy.revisionDate {
+                        preserved.append(try await ensureBackup(&item, of: copy, side: .server, timestamp: revision,
+                                                                sourceRevision: revision, sourceSequence: nil,
+                                                                reason: "soft conflict: \(change.offlinePasswordChangeCount) offline password changes before a trash move",
+                                                                run: run))
+                    }
+                    _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: preserved, run: run)
+                    // Edits made before the trash move: the server keeps them in its trash.
                     var payload = change.latest
                     payload.id = id
                     do {
-                        _ = try await server.updateCipher(payload, lastKnownRevisionDate: serverCopy.revisionDate)
+                        _ = try await server.updateCipher(payload, lastKnownRevisionDate: copy.revisionDate)
                     } catch where error.serverErrorKind == .staleRevision {
                         staleAnswers += 1
-                        if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: id, attempts: staleAnswers) }
+                        if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
                         continue
                     }
-                    try options.afterServerEffect?(.updated(cipherId: id))
+                    try options.afterServerEffect?(.updated(cipherId: item.id))
                 }
                 if permanent { try await server.deleteCipher(id: id) } else { try await server.softDeleteCipher(id: id) }
-                try options.afterServerEffect?(.deleted(cipherId: id, permanent: permanent))
+                try options.afterServerEffect?(.deleted(cipherId: item.id, permanent: permanent))
+                var local: [LocalChange] = [.delete(cipherId: item.id)]
+                if !permanent {
+                    var trashed = change.latest
+                    trashed.id = id
+                    if trashed.deletedDate == nil { trashed.deletedDate = now }
+                    local = replacing(item.id, with: trashed)
+                } else if id != item.id {
+                    local.append(.delete(cipherId: id))
+                }
                 try await record(&item, [(.deleteApplied, OutcomeBody(at: now, reason: permanent ? "permanently deleted" : "moved to the trash")),
                                          (.resolved, OutcomeBody(at: now))],
-                                 local: permanent ? [.delete(cipherId: id)] : [], run: run)
+                                 local: local, run: run)
                 return .deleted
             }
         }
@@ -512,8 +625,13 @@ public final class OfflineSyncResolver: Sendable {
         for (index, sequence) in item.change.versionSequences.enumerated() {
             guard let version = try store.event(at: sequence, userId: run.userId)?.operation else { continue }
             let view = try version.cipher.decrypt(userKey: run.userKey)
+            // The password the first edit replaced (the server's, at the newest history entry);
+            // older history entries were not typed here and follow Bitwarden's 5-entry rule.
+            if index == 0, version.passwordChanged, let replaced = view.passwordHistory?.first,
+               let password = replaced.password, !password.isEmpty {
+                typed.append((password, replaced.lastUsedDate))
+            }
             if let password = view.login?.password, !password.isEmpty { typed.append((password, version.at)) }
-            if index == 0 { typed += (view.passwordHistory ?? []).compactMap { entry in entry.password.map { ($0, entry.lastUsedDate) } } }
         }
         var preserved = Set<String>()
         for cipher in [item.latest] + kept {

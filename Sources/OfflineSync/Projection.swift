@@ -1,4 +1,5 @@
 import EventLog
+import VaultCrypto
 import VaultModel
 
 /// What the server must be told about an item (the seeds' `PendingCipherChangeType`).
@@ -73,8 +74,30 @@ public struct PendingChange: Codable, Sendable, Equatable {
     public var nextRetryAt: BitwardenDate?
     /// Too many failures: excluded from automatic retries, still pending, retried on request.
     public var isDeadLetter: Bool = false
+    /// The last attempt could not reach the server (not counted as an attempt).
+    public var waitingForServer: Bool? = nil
     /// Resolver steps completed since the last operation.
     public var steps: [ResolutionStep] = []
+    /// The encrypted names (serialized EncStrings) of every version in this change: each
+    /// encryption is unique, so a server copy carrying one of them was written (or trashed)
+    /// by this device, never by another one.
+    public var ownNames: [String]? = nil
+    /// The change started as a create (a create chain): its versions were only ever written by
+    /// this device, so it never gets a soft-conflict backup. Set on deletes of a create that
+    /// may have reached the server (``uncertainCreate``) too.
+    public var startedAsCreate: Bool? = nil
+
+    /// Whether `name` is the encrypted name of a version of this change.
+    public func isOwn(_ name: EncString?) -> Bool {
+        guard let name, let own = ownNames else { return false }
+        return own.contains(name.serialized)
+    }
+
+    /// A create whose request may have reached the server: its response was lost, or the
+    /// resolver announced or mapped it. Deleting it must delete the server copy.
+    public var uncertainCreate: Bool {
+        steps.contains { $0.type == .createPlanned && $0.outcome.purpose == "create" || $0.type == .idMapped }
+    }
 }
 
 /// The projection of one user's log: every pending item, the id map, and the last sequence
@@ -102,11 +125,18 @@ public struct Projection: Codable, Sendable, Equatable {
         let id = event.cipherId
         switch event.body {
         case .operation(let op):
-            switch PendingChangeType.merge(pending[id]?.changeType, event.type) {
+            var merged = PendingChangeType.merge(pending[id]?.changeType, event.type)
+            // A create that may have reached the server is not discarded by a delete: the
+            // server copy must be found and deleted too.
+            if merged == .discard, let change = pending[id], change.uncertainCreate {
+                merged = .pending(event.type == .hardDeleted ? .hardDelete : .softDelete)
+            }
+            switch merged {
             case .discard:
                 pending[id] = nil
             case .pending(let type):
                 if var change = pending[id] {
+                    if change.changeType == .create && type != .create { change.startedAsCreate = true }
                     change.changeType = type
                     change.latest = op.cipher
                     change.updatedAt = op.at
@@ -116,6 +146,13 @@ public struct Projection: Codable, Sendable, Equatable {
                         change.offlinePasswordChangeCount += 1
                         change.passwordChangeSequences.append(event.sequence)
                     }
+                    if let name = op.cipher.name?.serialized { change.ownNames = (change.ownNames ?? []) + [name] }
+                    // A new edit by the user: the item gets a fresh start in automatic retries.
+                    change.attempts = 0
+                    change.nextRetryAt = nil
+                    change.isDeadLetter = false
+                    change.lastError = nil
+                    change.waitingForServer = nil
                     pending[id] = change
                 } else {
                     pending[id] = PendingChange(
@@ -125,7 +162,9 @@ public struct Projection: Codable, Sendable, Equatable {
                         createdAt: op.at, updatedAt: op.at, latest: op.cipher,
                         versionSequences: [event.sequence],
                         passwordChangeSequences: op.passwordChanged ? [event.sequence] : [],
-                        hasEdits: event.type == .updated)
+                        hasEdits: event.type == .updated,
+                        ownNames: op.cipher.name.map { [$0.serialized] } ?? [],
+                        startedAsCreate: type == .create ? true : nil)
                 }
             }
         case .outcome(let outcome):
@@ -138,6 +177,7 @@ public struct Projection: Codable, Sendable, Equatable {
                 change.lastError = outcome.reason
                 change.nextRetryAt = outcome.nextRetryAt
                 change.isDeadLetter = outcome.deadLetter ?? false
+                change.waitingForServer = outcome.serverUnreachable
                 pending[id] = change
             case .retryRequested:
                 guard var change = pending[id] else { break }
@@ -179,6 +219,11 @@ public struct HeaderProjection: Sendable, Equatable {
     public var lastSequence: UInt64 = 0
     /// Pending change type by cipher id.
     public var pending: [String: PendingChangeType] = [:]
+    /// Pending creates that may have reached the server (a `createPlanned` or `idMapped` was
+    /// recorded): a delete keeps them pending, as in ``Projection``. Only `createPlanned` events
+    /// of creates count; the header does not say the purpose, so a backup's plan also marks the
+    /// item (harmless: a create has no backups).
+    public var uncertainCreates: Set<String> = []
 
     public init() {}
 
@@ -186,13 +231,23 @@ public struct HeaderProjection: Sendable, Equatable {
     public mutating func apply(_ header: EventHeader) {
         lastSequence = header.sequence
         guard let type = VaultEventType(rawValue: header.eventType), !header.cipherId.isEmpty else { return }
+        let id = header.cipherId
         if type.isOperation {
-            switch PendingChangeType.merge(pending[header.cipherId], type) {
-            case .discard: pending[header.cipherId] = nil
-            case .pending(let merged): pending[header.cipherId] = merged
+            var merged = PendingChangeType.merge(pending[id], type)
+            if merged == .discard, uncertainCreates.contains(id) {
+                merged = .pending(type == .hardDeleted ? .hardDelete : .softDelete)
+            }
+            switch merged {
+            case .discard:
+                pending[id] = nil
+                uncertainCreates.remove(id)
+            case .pending(let type): pending[id] = type
             }
         } else if type == .resolved || type == .clearedAfterOnlineSuccess {
-            pending[header.cipherId] = nil
+            pending[id] = nil
+            uncertainCreates.remove(id)
+        } else if (type == .createPlanned || type == .idMapped), pending[id] == .create {
+            uncertainCreates.insert(id)
         }
     }
 

@@ -2,8 +2,8 @@ import Foundation
 import VaultModel
 
 /// What the resolver does with a pending update once it has read the server's copy: the
-/// decision matrix of `Docs/Resolution.md` (DESIGN §6). Pure: the same inputs always decide
-/// the same way, so the matrix is tested as a table.
+/// decision matrix of `Docs/Resolution.md`. Pure: the same inputs always decide the same way,
+/// so the matrix is tested as a table.
 public enum UpdateDecision: Equatable, Sendable {
     /// The server already holds the latest local version (our own earlier push, or a
     /// repository request whose response was lost): nothing to send.
@@ -17,20 +17,27 @@ public enum UpdateDecision: Equatable, Sendable {
     ///
     /// - the server holds our latest snapshot (same encrypted name string, unique per
     ///   encryption) → ``alreadyApplied``;
-    /// - server revision equals the base revision (or no base is known) → push; with
-    ///   `passwordChanges >= softConflictThreshold` back up the server copy first (soft conflict);
+    /// - the server holds an earlier version of ours (`ownNames`: a PUT whose response was
+    ///   lost), or its revision equals the base revision (or no base is known) → push; with
+    ///   `passwordChanges >= softConflictThreshold` back up the server copy first (soft
+    ///   conflict), except for a create chain (`createChain`: every version on the server is
+    ///   this device's own);
     /// - server changed and the local edit is strictly newer than the server revision → back up
     ///   the server copy, push local;
     /// - server changed and is newer or equal → back up local, keep the server copy.
     public static func decide(latest: Cipher, base: BitwardenDate?, localUpdatedAt: BitwardenDate,
-                              passwordChanges: Int, server: Cipher, softConflictThreshold: Int) -> UpdateDecision {
+                              passwordChanges: Int, server: Cipher, softConflictThreshold: Int,
+                              ownNames: Set<String> = [], createChain: Bool = false) -> UpdateDecision {
         if let name = latest.name, server.name == name { return .alreadyApplied }
         let serverRevision = server.revisionDate
-        guard let base, let serverRevision, serverRevision != base else {
-            if passwordChanges >= softConflictThreshold {
+        let ownWrite = server.name.map { ownNames.contains($0.serialized) } ?? false
+        guard !ownWrite, let base, let serverRevision, serverRevision != base else {
+            if passwordChanges >= softConflictThreshold && !createChain {
                 return .pushLocal(backupServer: true, reason: "soft conflict: \(passwordChanges) offline password changes")
             }
-            return .pushLocal(backupServer: false, reason: "no conflict: server unchanged since the offline edit")
+            return .pushLocal(backupServer: false, reason: ownWrite
+                ? "no conflict: the server holds an earlier version written by this device"
+                : "no conflict: server unchanged since the offline edit")
         }
         if localUpdatedAt > serverRevision {
             return .pushLocal(backupServer: true, reason: "conflict: local edit (\(localUpdatedAt)) is newer than the server's (\(serverRevision))")
@@ -39,31 +46,52 @@ public enum UpdateDecision: Equatable, Sendable {
     }
 }
 
-/// What the resolver does with a pending soft or permanent delete once it has read the
-/// server's copy.
+/// What the resolver does with a pending trash move or permanent delete once it has asked
+/// the server for its copy: every outcome of the delete rows of `Docs/Resolution.md`, the 404
+/// ones included. Pure, tested as a table.
+///
+/// A trash move that carries edits gets the same guarantees as an update: the soft-conflict
+/// backup, password-overflow copies, a backup of the edits when the move is dropped, and a
+/// re-create when the server lost the item. A permanent delete needs no backup when applied
+/// (the user chose to destroy the item).
 public enum DeleteDecision: Equatable, Sendable {
-    /// A soft delete whose item is already in the server's trash: nothing to send.
+    /// Nothing to send: a trash move whose item (with our latest version) is already in the
+    /// server's trash.
     case alreadyApplied
-    /// Apply the delete; first push the local edits that came with it (`pushEdits`).
-    case apply(pushEdits: Bool)
-    /// The server copy changed since the delete was based on it: restore it locally and drop
-    /// the delete, so the user sees the other device's change and can decide again.
-    case drop
+    /// Apply the delete. `pushEdits`: first PUT the edits that came with a trash move;
+    /// `backupServer`: before that, back up the server copy (four or more password changes).
+    case apply(pushEdits: Bool, backupServer: Bool)
+    /// The server copy changed since the delete was based on it (another device's edit): drop
+    /// the delete and restore the server copy locally. `backupLocal`: a trash move carried edits,
+    /// kept as a backup first.
+    case drop(backupLocal: Bool)
+    /// The server no longer has the item, but the trash move carried edits (a version the
+    /// user saved): create it again, then move the new copy to the trash.
+    case recreateAndTrash
+    /// The server no longer has the item and nothing of ours needs it: remove it locally.
+    case cleanUp
 
-    /// Decides a pending delete against the server's current copy.
+    /// Decides a pending delete against the server's copy (`server` nil: the server answered 404).
     public static func decide(changeType: PendingChangeType, latest: Cipher, base: BitwardenDate?, hasEdits: Bool,
-                              server: Cipher) -> DeleteDecision {
+                              server: Cipher?, passwordChanges: Int = 0, softConflictThreshold: Int = 4,
+                              ownNames: Set<String> = [], createChain: Bool = false) -> DeleteDecision {
         let permanent = changeType == .hardDelete
-        // Edits that came with a soft delete, already pushed by an earlier, interrupted
-        // attempt (every local edit is a fresh encryption, so its name is unique): not a conflict.
-        if !permanent, hasEdits, let name = latest.name, server.name == name {
-            return server.deletedDate != nil ? .alreadyApplied : .apply(pushEdits: false)
+        let carriesEdits = hasEdits && !permanent
+        guard let server else { return carriesEdits ? .recreateAndTrash : .cleanUp }
+        // Our latest version is on the server (an earlier, interrupted attempt pushed it, or a
+        // trash move's response was lost): not a conflict.
+        if !permanent, let name = latest.name, server.name == name {
+            return server.deletedDate != nil ? .alreadyApplied : .apply(pushEdits: false, backupServer: false)
         }
         // Already in the trash and nothing of ours to add: the user's intent holds. (With edits
         // the trash is not enough: they still have to reach the server.)
-        if !permanent, !hasEdits, server.deletedDate != nil { return .alreadyApplied }
-        if let base, let revision = server.revisionDate, revision != base { return .drop }
-        return .apply(pushEdits: hasEdits && !permanent)
+        if !carriesEdits, !permanent, server.deletedDate != nil { return .alreadyApplied }
+        let ownWrite = server.name.map { ownNames.contains($0.serialized) } ?? false
+        if !ownWrite, let base, let revision = server.revisionDate, revision != base {
+            return .drop(backupLocal: carriesEdits)
+        }
+        return .apply(pushEdits: carriesEdits,
+                      backupServer: carriesEdits && !createChain && passwordChanges >= softConflictThreshold)
     }
 }
 
@@ -86,10 +114,15 @@ public enum BackupName {
     }
 
     /// `yyyy-MM-dd HH:mm:ss` in UTC.
+    /// Truncated to the second, never rounded: `23:59:59.9999999` is still `23:59:59`.
     public static func timestamp(_ date: BitwardenDate) -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
-        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date.date)
+        // From the 100-ns ticks, not the Double: ...59.9999999 must not round into the next second.
+        let seconds = date.ticksSince1970 >= 0 ? date.ticksSince1970 / BitwardenDate.ticksPerSecond
+            : -((-date.ticksSince1970 + BitwardenDate.ticksPerSecond - 1) / BitwardenDate.ticksPerSecond)
+        let whole = Date(timeIntervalSince1970: TimeInterval(seconds))
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: whole)
         return String(format: "%04d-%02d-%02d %02d:%02d:%02d", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
     }
 }

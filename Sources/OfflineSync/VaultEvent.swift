@@ -141,12 +141,15 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     /// local version's event sequence (backupOf local). A retry never backs up the same version twice.
     public var sourceRevisionDate: BitwardenDate?
     public var sourceSequence: UInt64?
+    /// The failure was the server being out of reach (resolutionFailed): not an attempt, and
+    /// not recorded again while it lasts.
+    public var serverUnreachable: Bool?
 
     public init(at: BitwardenDate, serverId: String? = nil, revisionDate: BitwardenDate? = nil,
                 backupId: String? = nil, backupOf: ConflictSide? = nil, marker: String? = nil, reason: String? = nil,
                 attempt: Int? = nil, nextRetryAt: BitwardenDate? = nil, deadLetter: Bool? = nil, pendingCount: Int? = nil,
                 cipher: Cipher? = nil, purpose: String? = nil,
-                sourceRevisionDate: BitwardenDate? = nil, sourceSequence: UInt64? = nil) {
+                sourceRevisionDate: BitwardenDate? = nil, sourceSequence: UInt64? = nil, serverUnreachable: Bool? = nil) {
         self.at = at
         self.serverId = serverId
         self.revisionDate = revisionDate
@@ -162,6 +165,7 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
         self.purpose = purpose
         self.sourceRevisionDate = sourceRevisionDate
         self.sourceSequence = sourceSequence
+        self.serverUnreachable = serverUnreachable
     }
 }
 

@@ -602,7 +602,8 @@ public final class VaultLogStore: Sendable {
 
 /// The stored form of a user's ``HeaderProjection``: only what the plaintext headers already
 /// show (cipher ids and change types), so it is kept unsealed and read while locked.
-/// `[version 1][lastSequence u64 BE][count u32 BE]` then per item `[idLength u8][id][type u8]`.
+/// `[version 1][lastSequence u64 BE][count u32 BE]` then per item `[idLength u8][id][type u8]`;
+/// the type byte's high bit marks a create that may have reached the server.
 enum PendingCheckpoint {
     static let types = PendingChangeType.allCases
 
@@ -614,7 +615,8 @@ enum PendingCheckpoint {
             let bytes = Array(id.utf8.prefix(255))
             out.append(UInt8(bytes.count))
             out.append(contentsOf: bytes)
-            out.append(UInt8(types.firstIndex(of: type)!))
+            // The high bit marks a create that may have reached the server.
+            out.append(UInt8(types.firstIndex(of: type)!) | (projection.uncertainCreates.contains(id) ? 0x80 : 0))
         }
         return out
     }
@@ -633,7 +635,8 @@ enum PendingCheckpoint {
             offset += 1
             guard offset + length < bytes.count, let id = String(validating: bytes[offset..<offset + length], as: UTF8.self) else { return nil }
             offset += length
-            let raw = Int(bytes[offset])
+            let raw = Int(bytes[offset] & 0x7F)
+            if bytes[offset] & 0x80 != 0 { projection.uncertainCreates.insert(id) }
             offset += 1
             guard raw < types.count else { return nil }
             projection.pending[id] = types[raw]

@@ -24,25 +24,41 @@ public enum SaveResult: Sendable, Equatable {
     case online(Cipher?)
     /// The server could not be reached; the edit is saved locally and in the log (its sequence).
     case savedOffline(Cipher?, sequence: UInt64)
+    /// The item had pending offline state: the operation was appended to the log like an
+    /// offline one and the item was resolved at once (`report` says how: pushed, a conflict
+    /// backup, a dropped delete, ...). The local store holds the result (`cipher`; nil when the
+    /// item is gone).
+    case resolved(Cipher?, report: ItemReport)
     /// An item created offline was deleted before it reached the server: nothing is pending.
     case discardedLocally(sequence: UInt64)
     /// Nothing to do (the item was not found locally).
     case noOp
 
-    /// True unless the server applied the operation.
+    /// True when the operation is still waiting for the server (saved offline), or never
+    /// needed it (discarded locally, nothing to do).
     public var isOffline: Bool {
-        if case .online = self { return false }
-        return true
+        switch self {
+        case .online: return false
+        case .resolved(_, let report): return [.failed, .deadLetter, .skipped].contains(report.outcome)
+        default: return true
+        }
     }
 }
 
 /// Add, update, soft delete and permanently delete vault items, online when the server
-/// answers and offline otherwise (DESIGN §5). One repository per user.
+/// answers and offline otherwise. One repository per user.
 ///
-/// Encrypts first, then tries the server. Server rejections (4xx, error model, validation)
-/// are rethrown; anything else (5xx, transport, unknown) saves the edit offline: the local
-/// copy and its event commit in one durable LMDB transaction. Organization items are never
-/// saved offline (the original error is rethrown).
+/// Encrypts first, then tries the server — **unless the item already has pending state**:
+/// then the operation is appended to the log like an offline one and the item is resolved at
+/// once through the ``OfflineSyncResolver`` (when the vault is unlocked and resolution is on),
+/// so backups, password-overflow copies, ordering and conflict rules apply on one path. A
+/// direct online success stores the server's returned copy.
+///
+/// Server rejections (4xx, error model, validation) are rethrown; anything else (5xx,
+/// transport, unknown) saves the edit offline: the local copy and its event commit in one
+/// durable LMDB transaction. Organization items are never saved offline (the original error is
+/// rethrown). A create whose request may have reached the server (a lost response) is saved
+/// with its marker, so a later delete finds and deletes the server copy.
 ///
 /// ```swift
 /// let repository = VaultRepository(store: store, userId: uid, server: client)
@@ -54,14 +70,18 @@ public final class VaultRepository: Sendable {
     public let userId: String
     public let server: any CipherServer
     public let flags: OfflineSyncFlags
+    /// Resolves items that had pending state right after the user changed them.
+    public let resolver: OfflineSyncResolver
     let logger: Logger
 
+    /// `resolver` defaults to one with default options on the same store and server.
     public init(store: VaultLogStore, userId: String, server: any CipherServer, flags: OfflineSyncFlags = OfflineSyncFlags(),
-                logger: Logger = Logger(label: "vaultlog.repository")) {
+                resolver: OfflineSyncResolver? = nil, logger: Logger = Logger(label: "vaultlog.repository")) {
         self.store = store
         self.userId = userId
         self.server = server
         self.flags = flags
+        self.resolver = resolver ?? OfflineSyncResolver(store: store, server: server, logger: logger)
         self.logger = logger
     }
 
@@ -90,18 +110,27 @@ public final class VaultRepository: Sendable {
             let created = try await server.createCipher(encrypted)
             var changes: [LocalChange] = [.upsert(created)]
             if created.id != tempId { changes.append(.delete(cipherId: tempId)) }
-            try clearPendingAfterOnlineSuccess(cipherId: tempId, localChanges: changes)
+            try applyOnlineResult(cipherId: tempId, localChanges: changes)
             return .online(created)
         } catch where Self.isRejection(error) {
             throw error
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
             logger.info("server unavailable; saving new item offline", metadata: ["cipher": "\(tempId)", "error": "\(error)"])
-            let sequence = try store.append(
-                userId: userId, cipherId: tempId, type: .created,
-                body: .operation(OperationBody(cipher: encrypted, passwordChanged: false, baseRevisionDate: nil, at: now)),
-                localChanges: [.upsert(encrypted)])
-            return .savedOffline(encrypted, sequence: sequence)
+            let at = now
+            var events = [VaultLogStore.PlannedEvent(cipherId: tempId, type: .created, body: .operation(
+                OperationBody(cipher: encrypted, passwordChanged: false, baseRevisionDate: nil, at: at)))]
+            if error.requestMayHaveArrived {
+                // The POST may have been applied (a lost response): record it as a planned create
+                // with its marker, so resolution adopts the server copy and a delete finds it.
+                var sent = encrypted
+                sent.id = nil
+                events.append(.init(cipherId: tempId, type: .createPlanned, body: .outcome(OutcomeBody(
+                    at: at, marker: encrypted.name?.serialized, reason: "the create's answer was lost: it may be on the server",
+                    cipher: sent, purpose: "create"))))
+            }
+            let sequences = try store.append(userId: userId, events: events, localChanges: [.upsert(encrypted)])
+            return .savedOffline(encrypted, sequence: sequences[0])
         }
     }
 
@@ -126,50 +155,80 @@ public final class VaultRepository: Sendable {
             edited = view.applyingPasswordHistory(original: previous, now: now)
         }
         let encrypted = try edited.encrypt(userKey: userKey, random: store.dependencies.random)
-        if try pendingType(id) == .create {
-            // The server has never seen this temporary id: the edit joins the pending create.
-            return try appendUpdate(encrypted, id: id, passwordChanged: passwordChanged)
+        if try pendingState().pending[id] != nil {
+            // Pending state: never straight to the server. Into the log, then resolved at once.
+            let sequence = try appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
+            return try await resolveNow(id, saved: encrypted, sequence: sequence)
         }
         do {
             let updated = try await server.updateCipher(encrypted, lastKnownRevisionDate: encrypted.revisionDate)
-            try clearPendingAfterOnlineSuccess(cipherId: id, localChanges: [.upsert(updated)])
+            try applyOnlineResult(cipherId: id, localChanges: [.upsert(updated)])
             return .online(updated)
         } catch where Self.isRejection(error) {
             throw error
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
             logger.info("server unavailable; saving edit offline", metadata: ["cipher": "\(id)", "error": "\(error)"])
-            return try appendUpdate(encrypted, id: id, passwordChanged: passwordChanged)
+            let sequence = try appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
+            return .savedOffline(encrypted, sequence: sequence)
         }
     }
 
-    /// Appends an `updated` event with the local copy. A never-synced item stays a create
-    /// (the projector's merge), so it is POSTed later.
-    private func appendUpdate(_ encrypted: Cipher, id: String, passwordChanged: Bool) throws -> SaveResult {
-        let sequence = try store.append(
-            userId: userId, cipherId: id, type: .updated,
-            body: .operation(OperationBody(cipher: encrypted, passwordChanged: passwordChanged,
-                                           baseRevisionDate: encrypted.revisionDate, at: now)),
-            localChanges: [.upsert(encrypted)])
-        return .savedOffline(encrypted, sequence: sequence)
+    /// Appends an operation event with its local change in one durable transaction. The
+    /// base revision is the snapshot's (the server revision the edit started from).
+    private func appendOperation(_ type: VaultEventType, _ snapshot: Cipher, id: String, passwordChanged: Bool = false,
+                                 local: [LocalChange]) throws -> UInt64 {
+        try store.append(userId: userId, cipherId: id, type: type,
+                         body: .operation(OperationBody(cipher: snapshot, passwordChanged: passwordChanged,
+                                                        baseRevisionDate: snapshot.revisionDate, at: now)),
+                         localChanges: local)
+    }
+
+    /// Resolves an item whose operation was just appended, when the vault is unlocked and
+    /// resolution is on; otherwise (or when the server cannot be reached) it stays pending.
+    private func resolveNow(_ id: String, saved: Cipher?, sequence: UInt64) async throws -> SaveResult {
+        guard flags.resolution, store.isUnlocked(userId: userId) else { return .savedOffline(saved, sequence: sequence) }
+        guard let report = try await resolver.resolve(userId: userId, cipherId: id) else {
+            return .savedOffline(saved, sequence: sequence)
+        }
+        if [.failed, .deadLetter, .skipped].contains(report.outcome) {
+            logger.info("item with pending state stays pending", metadata: ["cipher": "\(id)", "error": "\(report.error ?? "")"])
+            return .savedOffline(saved, sequence: sequence)
+        }
+        let local = try store.localCipher(userId: userId, id: report.serverId ?? id) ?? store.localCipher(userId: userId, id: id)
+        return .resolved(local, report: report)
     }
 
     /// The id an item has now: a temporary id of an item created offline (or the old id of an
     /// item the resolver re-created) follows the resolver's id map, so a caller still holding
-    /// it edits the server's copy. Needs the vault unlocked.
+    /// it edits the server's copy — except while the item's pending state still lives under
+    /// an id of the chain (a create mapped but not resolved): then that id. Needs the vault unlocked.
     func currentId(_ id: String) throws -> String {
-        let idMap = try store.projection(userId: userId).idMap
-        var current = id
-        // Bounded: each mapping points to a newer server id; a cycle would be a corrupt map.
-        for _ in 0..<8 {
-            guard let next = idMap[current], next != current else { break }
-            current = next
-        }
-        return current
+        try Self.currentId(id, idMap: store.projection(userId: userId).idMap, pending: pendingState().pending)
     }
 
-    private func pendingType(_ id: String) throws -> PendingChangeType? {
-        try store.pendingFromHeaders(userId: userId).pending[id]
+    /// The id to act on for `id`: the id of its chain (temporary id → server id → re-created
+    /// id, followed both ways) whose pending state is open, else the newest id.
+    public static func currentId(_ id: String, idMap: [String: String], pending: [String: PendingChangeType]) -> String {
+        // Bounded: each mapping points to a newer server id; a cycle would be a corrupt map.
+        var chain = [id]
+        var current = id
+        for _ in 0..<8 {
+            guard let next = idMap[current], next != current, !chain.contains(next) else { break }
+            chain.append(next)
+            current = next
+        }
+        var earlier = id
+        for _ in 0..<8 {
+            guard let previous = idMap.first(where: { $0.value == earlier && $0.key != earlier })?.key, !chain.contains(previous) else { break }
+            chain.insert(previous, at: 0)
+            earlier = previous
+        }
+        return chain.first { pending[$0] != nil } ?? current
+    }
+
+    private func pendingState() throws -> HeaderProjection {
+        try store.pendingFromHeaders(userId: userId)
     }
 
     /// The version an edit replaces: the latest pending snapshot, else the local copy.
@@ -181,40 +240,45 @@ public final class VaultRepository: Sendable {
 
     // MARK: Soft delete
 
-    /// Moves an item to the trash (`deletedDate` = now).
+    /// Moves an item to the trash (`deletedDate` = now). The stored copy is what moves (the
+    /// view names the item); an item not stored locally is encrypted from the view.
     @discardableResult
     public func softDeleteCipher(_ original: CipherView) async throws -> SaveResult {
         guard let rawId = original.id else { throw OfflineSyncError.missingCipherId }
         let id = try currentId(rawId)
-        var view = original
-        view.id = id
         let userKey = try store.userKey(userId: userId)
-        let isOrgCipher = view.organizationId != nil
-        var trashed = view
+        let isOrgCipher = original.organizationId != nil
+        var trashed: Cipher
+        if let local = try store.localCipher(userId: userId, id: id) {
+            trashed = local
+        } else {
+            var view = original
+            view.id = id
+            trashed = try view.encrypt(userKey: userKey, random: store.dependencies.random)
+        }
         trashed.deletedDate = now
-        let encrypted = try trashed.encrypt(userKey: userKey, random: store.dependencies.random)
-        let pendingType = try pendingType(id)
+        let state = try pendingState()
+        switch state.pending[id] {
+        case .create? where !state.uncertainCreates.contains(id):
+            // Never reached the server: remove it locally; the fold leaves nothing pending.
+            let sequence = try appendOperation(.softDeleted, trashed, id: id, local: [.delete(cipherId: id)])
+            return .discardedLocally(sequence: sequence)
+        case _?:
+            let sequence = try appendOperation(.softDeleted, trashed, id: id, local: [.upsert(trashed)])
+            return try await resolveNow(id, saved: trashed, sequence: sequence)
+        case nil:
+            break
+        }
         do {
-            // A never-synced item is not on the server: no request, handled locally below.
-            guard pendingType != .create else { throw ServerFailure(.unavailable, "item \(id) was never sent to the server") }
             try await server.softDeleteCipher(id: id)
-            try clearPendingAfterOnlineSuccess(cipherId: id, localChanges: [.upsert(encrypted)])
-            return .online(encrypted)
+            try applyOnlineResult(cipherId: id, localChanges: [.upsert(trashed)])
+            return .online(trashed)
         } catch where Self.isRejection(error) {
             throw error
         } catch {
-            guard offlineAllowed || pendingType == .create, !isOrgCipher else { throw error }
-            let body = VaultEvent.Body.operation(OperationBody(cipher: encrypted, passwordChanged: false,
-                                                               baseRevisionDate: encrypted.revisionDate, at: now))
-            if pendingType == .create {
-                // Never reached the server: remove it locally; the fold leaves nothing pending.
-                let sequence = try store.append(userId: userId, cipherId: id, type: .softDeleted, body: body,
-                                                localChanges: [.delete(cipherId: id)])
-                return .discardedLocally(sequence: sequence)
-            }
-            let sequence = try store.append(userId: userId, cipherId: id, type: .softDeleted, body: body,
-                                            localChanges: [.upsert(encrypted)])
-            return .savedOffline(encrypted, sequence: sequence)
+            guard offlineAllowed, !isOrgCipher else { throw error }
+            let sequence = try appendOperation(.softDeleted, trashed, id: id, local: [.upsert(trashed)])
+            return .savedOffline(trashed, sequence: sequence)
         }
     }
 
@@ -225,52 +289,50 @@ public final class VaultRepository: Sendable {
     @discardableResult
     public func deleteCipher(id rawId: String) async throws -> SaveResult {
         let id = try currentId(rawId)
-        let pendingType = try pendingType(id)
+        let state = try pendingState()
+        let pendingSnapshot = state.pending[id] == nil ? nil : try store.projection(userId: userId).pending[id]?.latest
+        let known = try store.localCipher(userId: userId, id: id) ?? pendingSnapshot
+        switch state.pending[id] {
+        case .create? where !state.uncertainCreates.contains(id):
+            guard let known else { return .noOp }
+            let sequence = try appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
+            return .discardedLocally(sequence: sequence)
+        case _?:
+            guard let known else { return .noOp }
+            let sequence = try appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
+            return try await resolveNow(id, saved: nil, sequence: sequence)
+        case nil:
+            break
+        }
         do {
-            guard pendingType != .create else { throw ServerFailure(.unavailable, "item \(id) was never sent to the server") }
             try await server.deleteCipher(id: id)
-            try clearPendingAfterOnlineSuccess(cipherId: id, localChanges: [.delete(cipherId: id)])
+            try applyOnlineResult(cipherId: id, localChanges: [.delete(cipherId: id)])
             return .online(nil)
         } catch where Self.isRejection(error) {
             throw error
         } catch {
-            guard offlineAllowed || pendingType == .create else { throw error }
-            return try handleOfflineDelete(cipherId: id, originalError: error)
+            guard offlineAllowed else { throw error }
+            guard let known else {
+                // Nothing known locally (already deleted, or a double tap): nothing to queue.
+                logger.info("offline delete of an item not found locally; nothing queued", metadata: ["cipher": "\(id)"])
+                return .noOp
+            }
+            guard known.organizationId == nil else { throw error }
+            let sequence = try appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
+            return .savedOffline(nil, sequence: sequence)
         }
-    }
-
-    private func handleOfflineDelete(cipherId id: String, originalError: any Error) throws -> SaveResult {
-        let pendingType = try store.pendingFromHeaders(userId: userId).pending[id]
-        let pendingSnapshot = pendingType == nil ? nil : try store.projection(userId: userId).pending[id]?.latest
-        guard let local = try store.localCipher(userId: userId, id: id) ?? pendingSnapshot else {
-            // Nothing known locally (already deleted, or a double tap): nothing to queue.
-            logger.info("offline delete of an item not found locally; nothing queued", metadata: ["cipher": "\(id)"])
-            return .noOp
-        }
-        let body = VaultEvent.Body.operation(OperationBody(cipher: local, passwordChanged: false,
-                                                           baseRevisionDate: local.revisionDate, at: now))
-        if pendingType == .create {
-            let sequence = try store.append(userId: userId, cipherId: id, type: .hardDeleted, body: body,
-                                            localChanges: [.delete(cipherId: id)])
-            return .discardedLocally(sequence: sequence)
-        }
-        guard local.organizationId == nil else { throw originalError }
-        let sequence = try store.append(userId: userId, cipherId: id, type: .hardDeleted, body: body,
-                                        localChanges: [.delete(cipherId: id)])
-        return .savedOffline(nil, sequence: sequence)
     }
 
     // MARK: Online success
 
-    /// After an online success: apply the server's result locally and, if the item had pending
-    /// state from an earlier offline attempt, clear it with an outcome event — one transaction.
-    private func clearPendingAfterOnlineSuccess(cipherId: String, localChanges: [LocalChange]) throws {
-        if try store.pendingFromHeaders(userId: userId).pending[cipherId] != nil {
-            try store.append(userId: userId, cipherId: cipherId, type: .clearedAfterOnlineSuccess,
-                             body: .outcome(OutcomeBody(at: now, reason: "the server applied a later online edit")),
-                             localChanges: localChanges)
-        } else {
-            try store.applyLocal(localChanges, userId: userId)
+    /// After a direct online success (the item had nothing pending): store the server's
+    /// result. If an offline save of the same item slipped in meanwhile (another task), its
+    /// local copy is left alone: the resolver reconciles it with the server.
+    private func applyOnlineResult(cipherId: String, localChanges: [LocalChange]) throws {
+        if try pendingState().pending[cipherId] != nil {
+            logger.info("an offline save of the item arrived during the request; leaving it to the resolver", metadata: ["cipher": "\(cipherId)"])
+            return
         }
+        try store.applyLocal(localChanges, userId: userId)
     }
 }

@@ -55,15 +55,19 @@ public struct ScenarioItem: Codable, Sendable, Equatable {
     public var username: String?
     public var password: String?
     public var folderId: String?
+    /// Old passwords, newest first: the history an item already has (items on the server
+    /// before the first step; an edit replaces the history only when given).
+    public var passwordHistory: [String]?
 
     public init(type: String? = nil, name: String? = nil, notes: String? = nil, username: String? = nil,
-                password: String? = nil, folderId: String? = nil) {
+                password: String? = nil, folderId: String? = nil, passwordHistory: [String]? = nil) {
         self.type = type
         self.name = name
         self.notes = notes
         self.username = username
         self.password = password
         self.folderId = folderId
+        self.passwordHistory = passwordHistory
     }
 }
 

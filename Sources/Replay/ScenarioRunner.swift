@@ -154,21 +154,33 @@ public struct ScenarioRunner: Sendable {
 /// Codable so a run in one process (`vaultlog resolve-worker prepare`) can hand its journal to
 /// the checks in another (the resolver kill test).
 public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
+    /// The step's index (-1 for the items on the server before the first step).
     public var step: Int
+    /// The item ref (empty for a user-level entry: a sync).
     public var ref: String
-    /// `create`, `update`, `softDelete`, `delete` (the user), `anotherDevice`, `anotherDeviceDelete`.
+    /// `initial` (on the server before the first step), `create`, `update`, `softDelete`,
+    /// `delete` (the user), `anotherDevice`, `anotherDeviceDelete`, `syncApplied` (a sync that
+    /// replaced the device's copies with the server's).
     public var action: String
-    /// The plaintext saved (creates and edits).
+    /// The plaintext saved (creates and edits; the initial content).
     public var content: ScenarioItem?
-    /// Saved offline (the repository fell back to the log).
+    /// Saved offline (the repository fell back to the log), or not applied online.
     public var offline: Bool
+    /// The item had pending offline state on the device just before the step (nil in journals
+    /// written before this was recorded).
+    public var pendingBefore: Bool?
+    /// The acting user's ref.
+    public var user: String?
 
-    public init(step: Int, ref: String, action: String, content: ScenarioItem?, offline: Bool) {
+    public init(step: Int, ref: String, action: String, content: ScenarioItem?, offline: Bool,
+                pendingBefore: Bool? = nil, user: String? = nil) {
         self.step = step
         self.ref = ref
         self.action = action
         self.content = content
         self.offline = offline
+        self.pendingBefore = pendingBefore
+        self.user = user
     }
 }
 
@@ -255,6 +267,8 @@ final class Run: @unchecked Sendable {
             let stored = try await user.other.createCipher(encrypted)
             try store.applyLocal([.upsert(stored)], userId: user.userId)
             refs[entry.ref] = (user.ref, stored.id!)
+            journal.append(.init(step: -1, ref: entry.ref, action: "initial", content: Self.content(Self.view(entry.item)), offline: false,
+                                 pendingBefore: false, user: user.ref))
         }
     }
 
@@ -289,23 +303,44 @@ final class Run: @unchecked Sendable {
         return user
     }
 
-    /// The item's id now (temporary ids follow the resolver's id map).
+    /// The item's id now, as an app reading its local store sees it: temporary ids follow the
+    /// resolver's id map, except while the pending state still lives under an earlier id.
     func currentId(_ ref: String, step: Int) throws -> (User, String) {
         guard let (userRef, id) = refs[ref] else { throw ReplayError.badStep(index: step, reason: "unknown item ref '\(ref)'") }
         let user = try self.user(userRef, step: step)
         let map = store.isUnlocked(userId: user.userId) ? try store.projection(userId: user.userId).idMap : [:]
-        var current = id
-        for _ in 0..<8 { guard let next = map[current], next != current else { break }; current = next }
-        return (user, current)
+        return (user, VaultRepository.currentId(id, idMap: map, pending: try store.pendingFromHeaders(userId: user.userId).pending))
     }
 
     static func view(_ item: ScenarioItem) -> CipherView {
+        var view: CipherView
         if item.type == "secureNote" {
-            return CipherView(type: .secureNote, name: item.name ?? "", notes: item.notes, folderId: item.folderId,
+            view = CipherView(type: .secureNote, name: item.name ?? "", notes: item.notes, folderId: item.folderId,
                               secureNote: CipherSecureNote())
+        } else {
+            view = CipherView(type: .login, name: item.name ?? "", notes: item.notes, folderId: item.folderId,
+                              login: LoginView(username: item.username, password: item.password))
         }
-        return CipherView(type: .login, name: item.name ?? "", notes: item.notes, folderId: item.folderId,
-                          login: LoginView(username: item.username, password: item.password))
+        if let history = item.passwordHistory {
+            view.passwordHistory = history.map { PasswordHistoryView(password: $0, lastUsedDate: BitwardenDate(Date(timeIntervalSince1970: 1_700_000_000))) }
+        }
+        return view
+    }
+
+    /// Whether the item behind `ref` has pending offline state on the device (any of its ids:
+    /// the temporary one and those the resolver mapped it to). Read from headers, so it also
+    /// works while the vault is locked.
+    func isPending(_ ref: String) -> Bool {
+        guard let (userRef, id) = refs[ref], let user = try? self.user(userRef, step: -1),
+              let pending = try? store.pendingFromHeaders(userId: user.userId).pending else { return false }
+        let map = store.isUnlocked(userId: user.userId) ? ((try? store.projection(userId: user.userId).idMap) ?? [:]) : [:]
+        var current = id
+        for _ in 0..<8 {
+            if pending[current] != nil { return true }
+            guard let next = map[current], next != current else { break }
+            current = next
+        }
+        return pending[current] != nil
     }
 
     static func apply(_ item: ScenarioItem, to view: inout CipherView) {
@@ -337,15 +372,18 @@ final class Run: @unchecked Sendable {
         }
     }
 
+    /// The user's repository; items with pending state are resolved at once by the same
+    /// deterministic resolver a sync uses (without the scheduled crash, which belongs to the next sync).
     func repository(_ user: User) -> VaultRepository {
-        VaultRepository(store: store, userId: user.userId, server: user.client, logger: runner.logger)
+        VaultRepository(store: store, userId: user.userId, server: user.client, resolver: resolver(user, crashing: false),
+                        logger: runner.logger)
     }
 
-    func resolver(_ user: User) -> OfflineSyncResolver {
+    func resolver(_ user: User, crashing: Bool = true) -> OfflineSyncResolver {
         var options = ResolverOptions()
         options.concurrency = 1
         options.jitter = 0
-        if let crashAt = pendingCrash {
+        if crashing, let crashAt = pendingCrash {
             let count = Mutex(0)
             options.afterServerEffect = { _ in
                 if count.withLock({ $0 += 1; return $0 }) == crashAt { throw ReplayCrash() }
@@ -390,17 +428,19 @@ final class Run: @unchecked Sendable {
             }
         case "create":
             let user = try self.user(step.user, step: index)
+            let pendingBefore = false
             let result = try await repository(user).addCipher(Self.view(try item(step, index)))
             let cipher: Cipher?
             switch result {
-            case .online(let c), .savedOffline(let c, _): cipher = c
+            case .online(let c), .savedOffline(let c, _), .resolved(let c, _): cipher = c
             default: cipher = nil
             }
             guard let id = cipher?.id else { throw ReplayError.badStep(index: index, reason: "create returned no item") }
             refs[try ref(step, index)] = (user.ref, id)
             journal.append(.init(step: index, ref: step.ref!, action: "create", content: Self.content(Self.view(try item(step, index))),
-                                 offline: result.isOffline))
+                                 offline: result.isOffline, pendingBefore: pendingBefore, user: user.ref))
         case "update":
+            let pendingBefore = isPending(try ref(step, index))
             let (user, id) = try currentId(try ref(step, index), step: index)
             guard let local = try store.localCipher(userId: user.userId, id: id) else {
                 throw ReplayError.badStep(index: index, reason: "item '\(step.ref!)' is not in the local store")
@@ -408,18 +448,23 @@ final class Run: @unchecked Sendable {
             var view = try local.decrypt(userKey: user.userKey)
             Self.apply(try item(step, index), to: &view)
             let result = try await repository(user).updateCipher(view)
-            journal.append(.init(step: index, ref: step.ref!, action: "update", content: Self.content(view), offline: result.isOffline))
+            journal.append(.init(step: index, ref: step.ref!, action: "update", content: Self.content(view), offline: result.isOffline,
+                                 pendingBefore: pendingBefore, user: user.ref))
         case "softDelete":
+            let pendingBefore = isPending(try ref(step, index))
             let (user, id) = try currentId(try ref(step, index), step: index)
             guard let local = try store.localCipher(userId: user.userId, id: id) else {
                 throw ReplayError.badStep(index: index, reason: "item '\(step.ref!)' is not in the local store")
             }
             let result = try await repository(user).softDeleteCipher(try local.decrypt(userKey: user.userKey))
-            journal.append(.init(step: index, ref: step.ref!, action: "softDelete", content: nil, offline: result.isOffline))
+            journal.append(.init(step: index, ref: step.ref!, action: "softDelete", content: nil, offline: result.isOffline,
+                                 pendingBefore: pendingBefore, user: user.ref))
         case "delete":
+            let pendingBefore = isPending(try ref(step, index))
             let (user, id) = try currentId(try ref(step, index), step: index)
             let result = try await repository(user).deleteCipher(id: id)
-            journal.append(.init(step: index, ref: step.ref!, action: "delete", content: nil, offline: result.isOffline))
+            journal.append(.init(step: index, ref: step.ref!, action: "delete", content: nil, offline: result.isOffline,
+                                 pendingBefore: pendingBefore, user: user.ref))
         case "anotherDevice":
             // A real edit by a second login: read, change, write with lastKnownRevisionDate.
             let (user, id) = try currentId(try ref(step, index), step: index)
@@ -431,11 +476,13 @@ final class Run: @unchecked Sendable {
             var encrypted = try view.encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index) &+ 1000))
             encrypted.id = id
             // Journaled before the request: a lost response may still have applied it.
-            journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: Self.content(view), offline: false))
+            journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: Self.content(view), offline: false,
+                                 pendingBefore: isPending(step.ref!), user: user.ref))
             _ = try await user.other.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate)
         case "anotherDeviceDelete":
             let (user, id) = try currentId(try ref(step, index), step: index)
-            journal.append(.init(step: index, ref: step.ref!, action: "anotherDeviceDelete", content: nil, offline: false))
+            journal.append(.init(step: index, ref: step.ref!, action: "anotherDeviceDelete", content: nil, offline: false,
+                                 pendingBefore: isPending(step.ref!), user: user.ref))
             try await user.other.deleteCipher(id: id)
         case "anotherDeviceCreate":
             let user = try self.user(step.user, step: index)
@@ -453,6 +500,9 @@ final class Run: @unchecked Sendable {
                 if step.do == "sync" {
                     let result = try await SyncService(store: store, server: user.client, resolver: resolver(user), logger: runner.logger).fetchSync(userId: user.userId)
                     syncResults.append(result.isApplied ? "applied" : "aborted")
+                    if result.isApplied {
+                        journal.append(.init(step: index, ref: "", action: "syncApplied", content: nil, offline: false, user: user.ref))
+                    }
                 } else {
                     _ = try await resolver(user).processPendingChanges(userId: user.userId)
                 }

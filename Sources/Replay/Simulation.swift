@@ -11,7 +11,18 @@ import VaultCrypto
 /// exactly, and `Simulation.scenario(seed:operations:)` can be saved as a fixture.
 public enum Simulation {
     /// The scenario of `seed`: `operations` random steps, then convergence (faults cleared,
-    /// online, unlocked, backoff elapsed, dead letters retried, synced).
+    /// online, unlocked, twice: ten days pass and every user syncs). Dead letters are **not**
+    /// retried by hand at the end: only the server's answers about an item count towards its
+    /// limit, and the generator injects fewer failing answers than the limit, so an item left
+    /// dead-lettered is a fault of the engine.
+    ///
+    /// Besides single edits, creates, trash moves, permanent deletes, another device's edits
+    /// and deletes, lock/unlock, 5xx answers and crashes, it generates the sequences that lose
+    /// data when a rule is missed: online operations on an item with pending offline state,
+    /// bursts of password changes followed by a trash move or a permanent delete, lost
+    /// responses on every request type (creates and trash moves included), long offline
+    /// periods with a failed sync every 30 minutes, dead-lettered items edited again, and items
+    /// that already have a password history.
     public static func scenario(seed: UInt64, operations: Int = 40) -> Scenario {
         var rng = SplitMix64(seed: seed)
         func pick<T>(_ values: [T]) -> T { values[Int(rng.next() % UInt64(values.count))] }
@@ -22,79 +33,151 @@ public enum Simulation {
                ScenarioUser(ref: "u2", email: "u2-\(seed)@example.com", password: "master two \(seed)")]
             : [ScenarioUser(ref: "u1", email: "u1-\(seed)@example.com", password: "master one \(seed)")]
         var refs: [(ref: String, user: String)] = []
+        // What the user believes: trashed or deleted items are not edited (a client cannot).
+        var gone = Set<String>()
         var counter = 0
+        func password() -> String {
+            counter += 1
+            return "sentinel-pw-\(seed)-\(counter)"
+        }
         func newContent(_ ref: String) -> ScenarioItem {
             counter += 1
-            return ScenarioItem(name: "sim \(seed) \(ref)", notes: "note \(counter)", username: "user",
-                                password: "sentinel-pw-\(seed)-\(counter)")
+            return ScenarioItem(name: "sim \(seed) \(ref)", notes: "note \(counter)", username: "user", password: password())
         }
         var server: [ScenarioServerItem] = []
         for n in 0..<(2 + Int(rng.next() % 3)) {
             let user = pick(users).ref
             let ref = "i\(n)"
             refs.append((ref, user))
-            server.append(ScenarioServerItem(ref: ref, user: user, item: newContent(ref)))
+            var item = newContent(ref)
+            // Half the items already have a password history (1–5 entries, not typed here).
+            if chance(50) { item.passwordHistory = (0..<(1 + Int(rng.next() % 5))).map { "old-pw-\(seed)-\(n)-\($0)" } }
+            server.append(ScenarioServerItem(ref: ref, user: user, item: item))
         }
 
         var steps: [ScenarioStep] = []
         var offline = false
         var locked: Set<String> = []
+        // Failing answers injected at random, kept below the dead-letter limit (6) so that no
+        // item can be dead-lettered by them alone.
+        var failingAnswers = 0
         let routes: [(String, String)] = [("GET", "/api/ciphers/*"), ("PUT", "/api/ciphers/*"), ("POST", "/api/ciphers"),
                                           ("PUT", "/api/ciphers/*/delete"), ("DELETE", "/api/ciphers/*")]
+        func setOffline(_ value: Bool) {
+            guard offline != value else { return }
+            offline = value
+            steps.append(ScenarioStep(value ? "offline" : "online"))
+        }
+        func live() -> [(ref: String, user: String)] { refs.filter { !gone.contains($0.ref) } }
+        func update(_ target: (ref: String, user: String), passwordChange: Bool) {
+            counter += 1
+            var change = ScenarioItem()
+            if passwordChange { change.password = password() } else { change.notes = "note \(counter)" }
+            steps.append(ScenarioStep("update", user: target.user, ref: target.ref, item: change, optional: true))
+        }
+        func trash(_ target: (ref: String, user: String), permanent: Bool) {
+            steps.append(ScenarioStep(permanent ? "delete" : "softDelete", user: target.user, ref: target.ref, optional: true))
+            gone.insert(target.ref)
+        }
         for _ in 0..<operations {
             let roll = rng.next() % 100
-            let target = refs.isEmpty ? nil : pick(refs)
+            let candidates = live()
+            let target = candidates.isEmpty ? nil : pick(candidates)
             switch roll {
-            case 0..<10:
-                offline.toggle()
-                steps.append(ScenarioStep(offline ? "offline" : "online"))
-            case 10..<20:
+            case 0..<8:
+                setOffline(!offline)
+            case 8..<15:
                 steps.append(ScenarioStep("advance", seconds: Double(1 + rng.next() % 900)))
-            case 20..<33:
+            case 15..<25:
                 let user = pick(users).ref
                 let ref = "i\(refs.count)"
                 refs.append((ref, user))
                 steps.append(ScenarioStep("create", user: user, ref: ref, item: newContent(ref), optional: true))
-            case 33..<58:
+            case 25..<43:
                 guard let target else { continue }
-                counter += 1
-                var change = ScenarioItem()
-                if chance(70) { change.password = "sentinel-pw-\(seed)-\(counter)" } else { change.notes = "note \(counter)" }
-                steps.append(ScenarioStep("update", user: target.user, ref: target.ref, item: change, optional: true))
-            case 58..<63:
+                update(target, passwordChange: chance(70))
+            case 43..<49:
+                // A burst of password changes (a soft conflict at four or more), sometimes
+                // followed by a trash move or a permanent delete.
                 guard let target else { continue }
-                steps.append(ScenarioStep("softDelete", user: target.user, ref: target.ref, optional: true))
-            case 63..<66:
+                for _ in 0..<(3 + Int(rng.next() % 6)) {
+                    update(target, passwordChange: true)
+                    if chance(30) { steps.append(ScenarioStep("advance", seconds: Double(1 + rng.next() % 120))) }
+                }
+                if chance(40) { trash(target, permanent: chance(30)) }
+            case 49..<55:
+                // An online operation on an item with pending offline state.
                 guard let target else { continue }
-                steps.append(ScenarioStep("delete", user: target.user, ref: target.ref, optional: true))
-            case 66..<74:
+                setOffline(true)
+                for _ in 0..<(1 + Int(rng.next() % 5)) { update(target, passwordChange: chance(80)) }
+                setOffline(false)
+                switch rng.next() % 4 {
+                case 0: trash(target, permanent: false)
+                case 1: trash(target, permanent: true)
+                default: update(target, passwordChange: chance(70))
+                }
+            case 55..<59:
+                guard let target else { continue }
+                trash(target, permanent: false)
+            case 59..<61:
+                guard let target else { continue }
+                trash(target, permanent: true)
+            case 61..<68:
                 guard let target else { continue }
                 counter += 1
                 steps.append(ScenarioStep("anotherDevice", user: target.user, ref: target.ref,
                                           item: ScenarioItem(notes: "other device \(counter)"), optional: true))
-            case 74..<76:
+            case 68..<70:
                 guard let target else { continue }
                 steps.append(ScenarioStep("anotherDeviceDelete", user: target.user, ref: target.ref, optional: true))
-            case 76..<80:
+            case 70..<73:
                 let user = pick(users).ref
                 if locked.contains(user) { locked.remove(user); steps.append(ScenarioStep("unlock", user: user)) }
                 else { locked.insert(user); steps.append(ScenarioStep("lock", user: user)) }
-            case 80..<86:
+            case 73..<80:
+                // A lost response on any request type, or a few failing answers.
                 let (method, path) = pick(routes)
-                if chance(30), method == "POST" || method == "PUT" {
+                if method != "GET", chance(50) {
                     steps.append(ScenarioStep("fault", fault: ScenarioFault(dropResponseAfterApply: 1, method: method, path: path)))
-                } else {
-                    steps.append(ScenarioStep("fault", fault: ScenarioFault(failNext: Int(1 + rng.next() % 3), method: method, path: path,
+                } else if failingAnswers < 5 {
+                    let n = min(5 - failingAnswers, Int(1 + rng.next() % 3))
+                    failingAnswers += n
+                    steps.append(ScenarioStep("fault", fault: ScenarioFault(failNext: n, method: method, path: path,
                                                                             status: pick([500, 502, 503]))))
                 }
-            case 86..<89:
+            case 80..<83:
                 steps.append(ScenarioStep("crash", afterEffect: Int(1 + rng.next() % 3)))
                 steps.append(ScenarioStep("sync", user: pick(users).ref, optional: true))
+            case 83..<85:
+                // A long offline period: a sync attempt every 30 minutes, for up to a day.
+                setOffline(true)
+                if let target { update(target, passwordChange: true) }
+                let user = pick(users).ref
+                for _ in 0..<(10 + Int(rng.next() % 39)) {
+                    steps.append(ScenarioStep("advance", seconds: 1800))
+                    steps.append(ScenarioStep("sync", user: user, optional: true))
+                }
+            case 85..<87:
+                // An item dead-lettered by its server's answers, then edited again by the user.
+                guard let target, !target.ref.hasPrefix("c") else { continue }
+                setOffline(true)
+                update(target, passwordChange: true)
+                setOffline(false)
+                steps.append(ScenarioStep("fault", fault: ScenarioFault(failNext: 6, method: "GET", path: "/api/ciphers/{\(target.ref)}",
+                                                                        status: 500), optional: true))
+                for _ in 0..<6 {
+                    steps.append(ScenarioStep("advance", seconds: 30_000))
+                    steps.append(ScenarioStep("sync", user: target.user, optional: true))
+                }
+                steps.append(ScenarioStep("fault", fault: ScenarioFault(clear: true)))
+                failingAnswers = 0
+                if chance(50) { setOffline(true) }
+                update(target, passwordChange: true)
             default:
                 steps.append(ScenarioStep("sync", user: pick(users).ref, optional: true))
             }
         }
-        // Convergence: the server healthy, every vault unlocked, backoff elapsed, dead letters retried.
+        // Convergence: the server healthy, every vault unlocked, the backoff horizon passed.
         steps.append(ScenarioStep("fault", fault: ScenarioFault(clear: true)))
         steps.append(ScenarioStep("online"))
         for user in users {
@@ -103,7 +186,6 @@ public enum Simulation {
         for _ in 0..<2 {
             steps.append(ScenarioStep("advance", seconds: 864_000))
             for user in users {
-                steps.append(ScenarioStep("retryDeadLetters", user: user.ref))
                 steps.append(ScenarioStep("sync", user: user.ref, optional: true))
             }
         }
@@ -112,14 +194,25 @@ public enum Simulation {
                         flavor: seed % 2 == 1 ? "vaultwarden" : nil, seed: seed, users: users, server: server, steps: steps, expect: ScenarioExpectation())
     }
 
-    /// The invariants of DESIGN §9 that the outcome must satisfy; one line per violation.
+    /// The invariants the outcome must satisfy over the **whole** run; one line per violation
+    /// (`Docs/Reliability.md` lists them):
     ///
-    /// 1. nothing pending for any user (invariant 4);
-    /// 2. every item whose last action was the user's save (and that no other device touched
-    ///    afterwards) is on the server with exactly that content, active or as a backup (2);
-    /// 3. every password typed in an offline batch of an item that no other device touched and
-    ///    the user did not delete is recoverable from the server (active, history or backup) (2);
-    /// 4. no two server items with the same content: no duplicate create or backup (3).
+    /// 1. every password typed while the item had pending offline state (offline edits, and
+    ///    online edits made onto a pending item) is recoverable from the server (active,
+    ///    history, a backup or an overflow copy), unless the item was later permanently deleted
+    ///    by the user (or by another device after it was resolved), or a later password change
+    ///    outside its pending batch (with nothing pending, or in a later batch) pushed it out
+    ///    of Bitwarden's 5-entry history;
+    /// 2. the last version the user saved of an item that no other device touched is on the
+    ///    server (active, in the trash or as a backup); an item the user trashed is in the
+    ///    server's trash with that version;
+    /// 3. an item the user permanently deleted is gone from the server, unless another device
+    ///    edited it after the device last saw it;
+    /// 4. backups only where the matrix asks for them (another device touched the item, or a
+    ///    pending batch of four or more password changes to an item the server had before);
+    ///    password-overflow copies only after six or more; never for a create chain; no two
+    ///    identical server items;
+    /// 5. nothing pending and nothing dead-lettered at the end.
     public static func check(_ outcome: ScenarioOutcome) -> [String] {
         check(journal: outcome.journal, pending: outcome.actual.pending ?? [:], server: outcome.actual.server ?? [:])
     }
@@ -131,13 +224,17 @@ public enum Simulation {
                              server: [String: [ScenarioItemExpectation]]) -> [String] {
         var violations: [String] = []
         for (user, count) in pending.sorted(by: { $0.key < $1.key }) where count > 0 {
-            violations.append("invariant 4: user \(user) still has \(count) pending items")
+            violations.append("invariant 5: user \(user) still has \(count) pending items (dead letters included)")
         }
         let serverItems = server.values.flatMap { $0 }
-        func holds(_ content: ScenarioItem) -> Bool {
+        func isCopy(_ item: ScenarioItemExpectation, of name: String) -> Bool {
+            (item.name ?? "").hasPrefix(name + " - ")
+        }
+        func holds(_ content: ScenarioItem, trashed: Bool? = nil) -> Bool {
             serverItems.contains { item in
                 guard let name = content.name, let itemName = item.name,
-                      itemName == name || itemName.hasPrefix(name + " - ") else { return false }
+                      itemName == name || (trashed == nil && isCopy(item, of: name)) else { return false }
+                if let trashed, (item.deleted ?? false) != trashed { return false }
                 return item.password == content.password && item.notes == content.notes
             }
         }
@@ -146,22 +243,112 @@ public enum Simulation {
             if let password = item.password { recoverable.insert(password) }
             recoverable.formUnion(item.passwordHistory ?? [])
         }
-        let byRef = Dictionary(grouping: journal, by: \.ref)
+        let syncs = journal.filter { $0.action == "syncApplied" }
+        /// The last step at which the device replaced its copies with the server's, before `step`.
+        func lastRefresh(user: String?, before step: Int) -> Int {
+            syncs.filter { ($0.user == nil || $0.user == user) && $0.step < step }.map(\.step).max() ?? -1
+        }
+        let byRef = Dictionary(grouping: journal.filter { !$0.ref.isEmpty }, by: \.ref)
         for (ref, entries) in byRef.sorted(by: { $0.key < $1.key }) {
-            guard let lastUser = entries.last(where: { !$0.action.hasPrefix("anotherDevice") }) else { continue }
-            let touchedAfter = entries.contains { $0.action.hasPrefix("anotherDevice") && $0.step > lastUser.step }
-            if let content = lastUser.content, !touchedAfter, !holds(content) {
-                violations.append("invariant 2: \(ref): the last saved version (\(content.password ?? "-"), \(content.notes ?? "-")) is not on the server")
+            let own = entries.filter { !$0.action.hasPrefix("anotherDevice") }
+            let other = entries.filter { $0.action.hasPrefix("anotherDevice") }
+            guard let last = own.last else { continue }
+            let name = entries.compactMap { $0.content?.name }.first
+            /// Another device touched the item after the device last saw it, before `step` or later.
+            func otherDeviceSince(refreshBefore step: Int, user: String?) -> Bool {
+                let since = lastRefresh(user: user, before: step)
+                return other.contains { $0.step > since }
             }
-            let touched = entries.contains { $0.action.hasPrefix("anotherDevice") }
-            let deleted = entries.contains { $0.action == "delete" || $0.action == "softDelete" }
-            guard !touched, !deleted else { continue }
-            // The passwords of the last offline batch (saves after the last online one).
-            let lastOnline = entries.lastIndex { !$0.offline } ?? -1
-            for entry in entries[(lastOnline + 1)...] {
-                if let password = entry.content?.password, !recoverable.contains(password) {
-                    violations.append("invariant 2: \(ref): password \(password) typed offline is not recoverable from the server")
+
+            // Trash moves of a create that was still pending: like the seeds' rule, a create
+            // that never reached the server is removed locally when trashed (one that may have
+            // reached it is trashed there), so these steps destroy the item as far as the
+            // server is concerned.
+            var discardingSteps = Set<Int>()
+            var inCreateBatch = false
+            for entry in own where entry.action != "initial" {
+                let pendingBefore = entry.pendingBefore ?? false
+                if !pendingBefore { inCreateBatch = entry.action == "create" && entry.offline }
+                if entry.action == "softDelete", pendingBefore, inCreateBatch { discardingSteps.insert(entry.step) }
+            }
+
+            // 2 and 3: the fate of the last thing the user did.
+            let touchedAfter = other.contains { $0.step > last.step }
+            switch last.action {
+            case "softDelete" where discardingSteps.contains(last.step):
+                if let name, serverItems.contains(where: { $0.name == name && $0.deleted != true }) {
+                    violations.append("invariant 2: \(ref): a pending create trashed by the user is active on the server")
                 }
+            case "softDelete":
+                // The version trashed: the last one saved before, by the user or (seen by the
+                // device since) by another device.
+                if let content = entries.last(where: { $0.content != nil && $0.step < last.step })?.content,
+                   !otherDeviceSince(refreshBefore: last.step, user: last.user), !holds(content, trashed: true) {
+                    violations.append("invariant 2: \(ref): trashed by the user, but its last version (\(content.password ?? "-"), \(content.notes ?? "-")) is not in the server's trash")
+                }
+            case "delete":
+                if let name, !otherDeviceSince(refreshBefore: last.step, user: last.user),
+                   serverItems.contains(where: { $0.name == name }) {
+                    violations.append("invariant 3: \(ref): permanently deleted by the user, but the server still has it")
+                }
+            default:
+                if let content = last.content, !touchedAfter, !holds(content) {
+                    violations.append("invariant 2: \(ref): the last saved version (\(content.password ?? "-"), \(content.notes ?? "-")) is not on the server")
+                }
+            }
+
+            // Pending batches: runs of the user's saves from one that found the item clean
+            // until resolution (the next save that finds it clean starts a new batch).
+            var batches: [(isCreate: Bool, passwordChanges: Int, first: Int)] = []
+            var previousPassword: String?
+            var typedWhilePending: [(password: String, step: Int, batch: Int)] = []
+            var plainPasswordChanges: [Int] = []   // steps of password changes with nothing pending
+            for entry in entries {
+                let changed = entry.content.map { $0.password != previousPassword } ?? false
+                if let content = entry.content { previousPassword = content.password }
+                guard entry.action != "initial" else { continue }
+                if entry.action.hasPrefix("anotherDevice") {
+                    if changed { plainPasswordChanges.append(entry.step) }
+                    continue
+                }
+                let pendingBefore = entry.pendingBefore ?? false
+                let pendingAfter = entry.offline || pendingBefore
+                if !pendingBefore && pendingAfter {
+                    batches.append((entry.action == "create", 0, entry.step))
+                }
+                if pendingAfter, changed, ["create", "update"].contains(entry.action) {
+                    if !batches.isEmpty, entry.action == "update" { batches[batches.count - 1].passwordChanges += 1 }
+                    if let password = entry.content?.password { typedWhilePending.append((password, entry.step, batches.count - 1)) }
+                } else if changed, entry.action == "update" {
+                    plainPasswordChanges.append(entry.step)
+                }
+            }
+
+            // 1: passwords typed while pending.
+            for (password, step, batch) in typedWhilePending where !recoverable.contains(password) {
+                let deletedLater = own.contains { ($0.action == "delete" || discardingSteps.contains($0.step)) && $0.step > step }
+                    || other.contains { $0.action == "anotherDeviceDelete" && $0.step > step && $0.pendingBefore == false }
+                // Once its batch is resolved a password is ordinary history: later changes (with
+                // nothing pending, or in a later batch) follow Bitwarden's 5-entry rule.
+                let pushedOut = plainPasswordChanges.contains { $0 > step }
+                    || typedWhilePending.contains { $0.step > step && $0.batch != batch }
+                if !deletedLater && !pushedOut {
+                    violations.append("invariant 1: \(ref): password \(password) typed while the item had pending changes is not recoverable from the server")
+                }
+            }
+
+            // 4: backups only where the matrix asks for one.
+            guard let name else { continue }
+            let copies = serverItems.filter { isCopy($0, of: name) }
+            let overflows = copies.filter { ($0.name ?? "").contains(" - offline passwords ") }
+            let backups = copies.count - overflows.count
+            let touched = !other.isEmpty
+            let softConflict = batches.contains { !$0.isCreate && $0.passwordChanges >= 4 }
+            if backups > 0, !touched, !softConflict {
+                violations.append("invariant 4: \(ref): \(backups) backup(s) on the server, but no other device touched it and no batch had 4 password changes \(batches.map { ($0.isCreate ? "create " : "") + "\($0.passwordChanges)" })")
+            }
+            if !overflows.isEmpty, !touched, !batches.contains(where: { $0.passwordChanges >= 6 }) {
+                violations.append("invariant 4: \(ref): \(overflows.count) password-overflow copies, but no batch had 6 password changes \(batches.map { "\($0.passwordChanges)" })")
             }
         }
         var seen: [String: Int] = [:]
@@ -170,7 +357,7 @@ public enum Simulation {
             seen[key, default: 0] += 1
         }
         for (key, count) in seen.sorted(by: { $0.key < $1.key }) where count > 1 {
-            violations.append("invariant 3: \(count) identical server items \(key)")
+            violations.append("invariant 4: \(count) identical server items \(key)")
         }
         return violations
     }
@@ -192,13 +379,13 @@ public enum Simulation {
         return violations
     }
 
-    /// Invariants 5 and 6 on the store the run left.
+    /// Invariant 6 on the store the run left.
     static func storeViolations(path: String, scenario: Scenario, outcome: ScenarioOutcome) throws -> [String] {
         try storeViolations(path: path, users: scenario.users ?? [],
                             typedPasswords: Set(outcome.journal.compactMap { $0.content?.password }))
     }
 
-    /// Invariants 5 and 6 on a store no other handle holds: `verify` with every user's key
+    /// Invariant 6 on a store no other handle holds: `verify` with every user's key
     /// (unlocked with the master password) is clean, and none of `typedPasswords` appears in
     /// any file of the store.
     public static func storeViolations(path: String, users: [ScenarioUser], typedPasswords sentinels: Set<String>) throws -> [String] {
@@ -215,7 +402,7 @@ public enum Simulation {
         for file in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
             guard let bytes = FileManager.default.contents(atPath: (path as NSString).appendingPathComponent(file)) else { continue }
             for sentinel in sentinels where bytes.range(of: Data(sentinel.utf8)) != nil {
-                violations.append("invariant 5: plaintext password \(sentinel) found in \(file)")
+                violations.append("invariant 6: plaintext password \(sentinel) found in \(file)")
             }
         }
         return violations

@@ -75,7 +75,7 @@ struct StressWriter: AsyncParsableCommand {
                 let sequence: UInt64
                 switch result {
                 case .savedOffline(_, let s), .discardedLocally(let s): sequence = s
-                case .online, .noOp: continue
+                case .online, .resolved, .noOp: continue
                 }
                 let type = try store.log.envelope(at: sequence).flatMap { VaultEventType(rawValue: $0.header.eventType) }?.description ?? "?"
                 FileHandle.standardOutput.write(Data("ack \(sequence) \(cipherId) \(type)\n".utf8))

@@ -24,10 +24,13 @@ import VaultModel
         let localUpdatedAt: BitwardenDate
         let passwordChanges: Int
         let serverHoldsLatest: Bool
+        var serverHoldsOwnEarlier = false
+        var createChain = false
         let expected: String
         var testDescription: String { label }
     }
 
+    /// One row per update row of `Docs/Resolution.md` (404 is the resolver's, not the decision's).
     static let updateRows: [UpdateRow] = [
         UpdateRow(label: "server unchanged, ≤3 password changes → push", base: at(0), serverRevision: at(0), localUpdatedAt: at(10),
                   passwordChanges: 3, serverHoldsLatest: false, expected: "push"),
@@ -43,6 +46,12 @@ import VaultModel
                   passwordChanges: 0, serverHoldsLatest: false, expected: "push"),
         UpdateRow(label: "server already holds the latest version → nothing to send", base: at(0), serverRevision: at(30), localUpdatedAt: at(10),
                   passwordChanges: 5, serverHoldsLatest: true, expected: "applied"),
+        UpdateRow(label: "server holds an earlier version of ours (lost answer) → push, no conflict", base: at(0), serverRevision: at(30),
+                  localUpdatedAt: at(10), passwordChanges: 2, serverHoldsLatest: false, serverHoldsOwnEarlier: true, expected: "push"),
+        UpdateRow(label: "server holds an earlier version of ours, 4 password changes → soft conflict", base: at(0), serverRevision: at(30),
+                  localUpdatedAt: at(10), passwordChanges: 4, serverHoldsLatest: false, serverHoldsOwnEarlier: true, expected: "backup+push"),
+        UpdateRow(label: "create chain, 6 password changes → push, never a backup", base: at(0), serverRevision: at(0),
+                  localUpdatedAt: at(10), passwordChanges: 6, serverHoldsLatest: false, createChain: true, expected: "push"),
     ]
 
     @Test(arguments: updateRows)
@@ -50,8 +59,11 @@ import VaultModel
         let latest = Self.cipher("local", revision: row.base, seed: 1)
         var server = Self.cipher("server", revision: row.serverRevision, seed: 2)
         if row.serverHoldsLatest { server.name = latest.name }
+        let earlier = Self.cipher("local v1", revision: row.base, seed: 5)
+        if row.serverHoldsOwnEarlier { server.name = earlier.name }
         let decision = UpdateDecision.decide(latest: latest, base: row.base, localUpdatedAt: row.localUpdatedAt,
-                                             passwordChanges: row.passwordChanges, server: server, softConflictThreshold: 4)
+                                             passwordChanges: row.passwordChanges, server: server, softConflictThreshold: 4,
+                                             ownNames: [earlier.name!.serialized, latest.name!.serialized], createChain: row.createChain)
         let label: String
         switch decision {
         case .alreadyApplied: label = "applied"
@@ -64,47 +76,69 @@ import VaultModel
     struct DeleteRow: Sendable, CustomTestStringConvertible {
         let label: String
         let type: PendingChangeType
-        let serverRevision: BitwardenDate
-        let serverTrashed: Bool
-        let hasEdits: Bool
-        let serverHoldsLatest: Bool
+        /// nil: the server answered 404.
+        let serverRevision: BitwardenDate?
+        var serverTrashed = false
+        var hasEdits = false
+        var serverHoldsLatest = false
+        var serverHoldsOwnEarlier = false
+        var passwordChanges = 0
+        var createChain = false
         let expected: DeleteDecision
         var testDescription: String { label }
     }
 
+    /// One row per delete row of `Docs/Resolution.md`.
     static let deleteRows: [DeleteRow] = [
-        DeleteRow(label: "soft delete, no conflict", type: .softDelete, serverRevision: at(0), serverTrashed: false, hasEdits: false,
-                  serverHoldsLatest: false, expected: .apply(pushEdits: false)),
-        DeleteRow(label: "soft delete with edits, no conflict → push edits first", type: .softDelete, serverRevision: at(0), serverTrashed: false,
-                  hasEdits: true, serverHoldsLatest: false, expected: .apply(pushEdits: true)),
-        DeleteRow(label: "soft delete, server changed → drop", type: .softDelete, serverRevision: at(5), serverTrashed: false, hasEdits: false,
-                  serverHoldsLatest: false, expected: .drop),
+        DeleteRow(label: "soft delete, no conflict", type: .softDelete, serverRevision: at(0),
+                  expected: .apply(pushEdits: false, backupServer: false)),
+        DeleteRow(label: "soft delete with edits, no conflict → push edits first", type: .softDelete, serverRevision: at(0),
+                  hasEdits: true, passwordChanges: 3, expected: .apply(pushEdits: true, backupServer: false)),
+        DeleteRow(label: "soft delete with 4 password changes → backup server, push edits, trash", type: .softDelete, serverRevision: at(0),
+                  hasEdits: true, passwordChanges: 4, expected: .apply(pushEdits: true, backupServer: true)),
+        DeleteRow(label: "soft delete of a create chain with 6 password changes → no backup", type: .softDelete, serverRevision: at(0),
+                  hasEdits: true, passwordChanges: 6, createChain: true, expected: .apply(pushEdits: true, backupServer: false)),
+        DeleteRow(label: "soft delete, server changed → drop", type: .softDelete, serverRevision: at(5), expected: .drop(backupLocal: false)),
         DeleteRow(label: "soft delete, already in the server's trash", type: .softDelete, serverRevision: at(5), serverTrashed: true,
-                  hasEdits: false, serverHoldsLatest: false, expected: .alreadyApplied),
+                  expected: .alreadyApplied),
         DeleteRow(label: "soft delete with edits, already trashed, unchanged → push the edits", type: .softDelete, serverRevision: at(0),
-                  serverTrashed: true, hasEdits: true, serverHoldsLatest: false, expected: .apply(pushEdits: true)),
-        DeleteRow(label: "soft delete with edits, trashed meanwhile elsewhere → drop (edits backed up)", type: .softDelete,
-                  serverRevision: at(5), serverTrashed: true, hasEdits: true, serverHoldsLatest: false, expected: .drop),
+                  serverTrashed: true, hasEdits: true, expected: .apply(pushEdits: true, backupServer: false)),
+        DeleteRow(label: "soft delete with edits, server changed → drop, edits backed up", type: .softDelete,
+                  serverRevision: at(5), serverTrashed: true, hasEdits: true, expected: .drop(backupLocal: true)),
         DeleteRow(label: "soft delete with edits already pushed and trashed → nothing to send", type: .softDelete, serverRevision: at(5),
                   serverTrashed: true, hasEdits: true, serverHoldsLatest: true, expected: .alreadyApplied),
-        DeleteRow(label: "soft delete with edits already pushed → delete", type: .softDelete, serverRevision: at(5), serverTrashed: false,
-                  hasEdits: true, serverHoldsLatest: true, expected: .apply(pushEdits: false)),
-        DeleteRow(label: "hard delete, no conflict", type: .hardDelete, serverRevision: at(0), serverTrashed: false, hasEdits: false,
-                  serverHoldsLatest: false, expected: .apply(pushEdits: false)),
-        DeleteRow(label: "hard delete, server changed → drop", type: .hardDelete, serverRevision: at(5), serverTrashed: false, hasEdits: false,
-                  serverHoldsLatest: false, expected: .drop),
+        DeleteRow(label: "soft delete with edits already pushed → delete", type: .softDelete, serverRevision: at(5),
+                  hasEdits: true, serverHoldsLatest: true, expected: .apply(pushEdits: false, backupServer: false)),
+        DeleteRow(label: "soft delete whose own earlier version is on the server (lost answer) → no conflict", type: .softDelete,
+                  serverRevision: at(5), hasEdits: true, serverHoldsOwnEarlier: true, expected: .apply(pushEdits: true, backupServer: false)),
+        DeleteRow(label: "soft delete with edits, 404 → re-create, trash again", type: .softDelete, serverRevision: nil, hasEdits: true,
+                  expected: .recreateAndTrash),
+        DeleteRow(label: "soft delete, 404 → clean up", type: .softDelete, serverRevision: nil, expected: .cleanUp),
+        DeleteRow(label: "hard delete, no conflict", type: .hardDelete, serverRevision: at(0), expected: .apply(pushEdits: false, backupServer: false)),
+        DeleteRow(label: "hard delete after 5 password changes → delete, no backup", type: .hardDelete, serverRevision: at(0), hasEdits: true,
+                  passwordChanges: 5, expected: .apply(pushEdits: false, backupServer: false)),
+        DeleteRow(label: "hard delete, server changed → drop", type: .hardDelete, serverRevision: at(5), expected: .drop(backupLocal: false)),
+        DeleteRow(label: "hard delete with edits, server changed → drop, no backup", type: .hardDelete, serverRevision: at(5), hasEdits: true,
+                  expected: .drop(backupLocal: false)),
         DeleteRow(label: "hard delete of a trashed item, server changed → drop", type: .hardDelete, serverRevision: at(5), serverTrashed: true,
-                  hasEdits: false, serverHoldsLatest: false, expected: .drop),
+                  expected: .drop(backupLocal: false)),
+        DeleteRow(label: "hard delete after our own trash move (lost answer) → delete", type: .hardDelete, serverRevision: at(5),
+                  serverTrashed: true, serverHoldsOwnEarlier: true, expected: .apply(pushEdits: false, backupServer: false)),
         DeleteRow(label: "hard delete, unmodified local copy equals the server's → delete", type: .hardDelete, serverRevision: at(0),
-                  serverTrashed: false, hasEdits: false, serverHoldsLatest: true, expected: .apply(pushEdits: false)),
+                  serverHoldsLatest: true, expected: .apply(pushEdits: false, backupServer: false)),
+        DeleteRow(label: "hard delete, 404 → clean up", type: .hardDelete, serverRevision: nil, hasEdits: true, expected: .cleanUp),
     ]
 
     @Test(arguments: deleteRows)
     func deleteDecision(row: DeleteRow) {
         let latest = Self.cipher("local", revision: Self.at(0), seed: 3)
-        var server = Self.cipher("server", revision: row.serverRevision, deleted: row.serverTrashed, seed: 4)
-        if row.serverHoldsLatest { server.name = latest.name }
-        #expect(DeleteDecision.decide(changeType: row.type, latest: latest, base: Self.at(0), hasEdits: row.hasEdits, server: server) == row.expected)
+        let earlier = Self.cipher("local v1", revision: Self.at(0), seed: 6)
+        var server = row.serverRevision.map { Self.cipher("server", revision: $0, deleted: row.serverTrashed, seed: 4) }
+        if row.serverHoldsLatest { server?.name = latest.name }
+        if row.serverHoldsOwnEarlier { server?.name = earlier.name }
+        #expect(DeleteDecision.decide(changeType: row.type, latest: latest, base: Self.at(0), hasEdits: row.hasEdits, server: server,
+                                      passwordChanges: row.passwordChanges, softConflictThreshold: 4,
+                                      ownNames: [earlier.name!.serialized, latest.name!.serialized], createChain: row.createChain) == row.expected)
     }
 
     @Test func backupName_usesUTCTimestampOfTheLosingSide() throws {
@@ -114,5 +148,12 @@ import VaultModel
         #expect(BackupName.conflict(nil, at: date) == "2026-02-18 13:55:26")
         #expect(BackupName.passwordOverflow("Login", at: date, part: 1, of: 1) == "Login - offline passwords 2026-02-18 13:55:26")
         #expect(BackupName.passwordOverflow("Login", at: date, part: 2, of: 3) == "Login - offline passwords 2026-02-18 13:55:26 (2/3)")
+    }
+
+    /// Truncated, never rounded: the last tick of a day is still that day.
+    @Test func backupName_truncatesToTheSecond_neverRoundsUp() throws {
+        #expect(BackupName.timestamp(try BitwardenDate("2026-12-31T23:59:59.9999999Z")) == "2026-12-31 23:59:59")
+        #expect(BackupName.timestamp(try BitwardenDate("2026-03-01T10:00:59.9999999Z")) == "2026-03-01 10:00:59")
+        #expect(BackupName.timestamp(try BitwardenDate("1969-12-31T23:59:59.5Z")) == "1969-12-31 23:59:59")
     }
 }

@@ -107,9 +107,36 @@ import Darwin
         outcome.journal = [ScenarioJournalEntry(step: 0, ref: "a", action: "update",
                                                 content: ScenarioItem(name: "a", notes: "n", password: "p2"), offline: true)]
         let violations = Simulation.check(outcome)
-        #expect(violations.contains { $0.hasPrefix("invariant 4") })
+        #expect(violations.contains { $0.hasPrefix("invariant 5") })
         #expect(violations.contains { $0.hasPrefix("invariant 2: a: the last saved version") })
-        #expect(violations.contains { $0.hasPrefix("invariant 2: a: password p2") })
-        #expect(violations.contains { $0.hasPrefix("invariant 3") })
+        #expect(violations.contains { $0.hasPrefix("invariant 1: a: password p2") })
+        #expect(violations.contains { $0.hasPrefix("invariant 4: 2 identical") })
+    }
+
+    /// The whole-run invariants see what the last-offline-batch checks skipped: a password
+    /// typed offline and then lost by an online trash move, a trash that did not reach the
+    /// server's trash, a permanent delete that came back, and a backup nobody asked for.
+    @Test func checker_seesTheCasesTheOldChecksSkipped() {
+        let initial = ScenarioJournalEntry(step: -1, ref: "a", action: "initial",
+                                           content: ScenarioItem(name: "a", notes: "n", password: "p0"), offline: false, pendingBefore: false)
+        let offlineEdit = ScenarioJournalEntry(step: 1, ref: "a", action: "update",
+                                               content: ScenarioItem(name: "a", notes: "n", password: "p1"), offline: true, pendingBefore: false)
+        let onlineTrash = ScenarioJournalEntry(step: 2, ref: "a", action: "softDelete", content: nil, offline: false, pendingBefore: true)
+        // The server kept the old password, active, and made a backup.
+        let violations = Simulation.check(journal: [initial, offlineEdit, onlineTrash], pending: ["u1": 0], server: ["u1": [
+            ScenarioItemExpectation(name: "a", password: "p0", notes: "n", passwordHistory: [], deleted: false),
+            ScenarioItemExpectation(name: "a - 2026-01-01 00:00:00", password: "p0", notes: "n", passwordHistory: [], deleted: false),
+        ]])
+        #expect(violations.contains { $0.hasPrefix("invariant 1: a: password p1") })
+        #expect(violations.contains { $0.hasPrefix("invariant 2: a: trashed by the user") })
+        #expect(violations.contains { $0.hasPrefix("invariant 4: a: 1 backup(s)") })
+
+        let delete = ScenarioJournalEntry(step: 2, ref: "a", action: "delete", content: nil, offline: false, pendingBefore: true)
+        let cameBack = Simulation.check(journal: [initial, offlineEdit, delete], pending: ["u1": 0], server: ["u1": [
+            ScenarioItemExpectation(name: "a", password: "p0", notes: "n", passwordHistory: [], deleted: false),
+        ]])
+        #expect(cameBack.contains { $0.hasPrefix("invariant 3: a: permanently deleted") })
+        // The user destroyed the item: the password typed before is not owed.
+        #expect(!cameBack.contains { $0.hasPrefix("invariant 1") })
     }
 }
