@@ -70,7 +70,8 @@ extension BitwardenEmulator {
                 guard case .integer(let status)? = reply["status"], (100...599).contains(status), case .string(let text)? = reply["body"] else {
                     return bad("failure: a reply is {\"status\": 100-599, \"body\": \"raw text\"}.")
                 }
-                failure = .applyThenReply(status: Int(status), body: text)
+                failure = reply["apply"] == .bool(false) ? .reply(status: Int(status), body: text)
+                    : .applyThenReply(status: Int(status), body: text)
             default: return bad("failure: expected an HTTP status (400-599), \"reset\", \"close\", \"apply-then-drop\" or {\"status\": N, \"body\": \"raw text\"}.")
             }
             faults.failNext(count, matching: RouteMatcher(route), with: failure)
@@ -149,6 +150,7 @@ extension BitwardenEmulator {
                 case .closeConnection: .string("close")
                 case .applyThenDropResponse: .string("apply-then-drop")
                 case .applyThenReply(let status, let body): .object(["status": .integer(Int64(status)), "body": .string(body)])
+                case .reply(let status, let body): .object(["status": .integer(Int64(status)), "body": .string(body), "apply": .bool(false)])
                 }
                 return .object(["route": .string(scripted.route.description), "failure": failure,
                                 "remaining": .integer(Int64(scripted.remaining))])

@@ -406,6 +406,10 @@ public final class BitwardenEmulator: Sendable {
             _ = core.handle(emulatorRequest)
             record(request, status: status, fault: decision.failure, offline: nil)
             return Self.hbResponse(EmulatorResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")], body: Array(body.utf8)))
+        case .reply(let status, let body)?:
+            _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            record(request, status: status, fault: decision.failure, offline: nil)
+            return Self.hbResponse(EmulatorResponse(status: status, headers: [("Content-Type", "text/html; charset=utf-8")], body: Array(body.utf8)))
         case nil:
             let emulatorRequest: EmulatorRequest
             do {

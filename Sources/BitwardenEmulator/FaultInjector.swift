@@ -67,6 +67,9 @@ public enum InjectedFailure: Sendable, Hashable, Codable, CustomStringConvertibl
     /// Apply the request, then answer with this status and these raw bytes as
     /// `application/json` (a reply mangled by a proxy or a broken server).
     case applyThenReply(status: Int, body: String)
+    /// Answer with this status and these raw bytes **without** applying the request (a proxy
+    /// in front of the server: an HTML 403, a bare 413).
+    case reply(status: Int, body: String)
 
     public var description: String {
         switch self {
@@ -75,6 +78,7 @@ public enum InjectedFailure: Sendable, Hashable, Codable, CustomStringConvertibl
         case .closeConnection: "close connection"
         case .applyThenDropResponse: "apply, then drop the response"
         case .applyThenReply(let status, let body): "apply, then reply HTTP \(status) \(body.prefix(40).debugDescription)"
+        case .reply(let status, let body): "reply HTTP \(status) \(body.prefix(40).debugDescription) without applying"
         }
     }
 }

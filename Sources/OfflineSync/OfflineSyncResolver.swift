@@ -149,7 +149,10 @@ public final class OfflineSyncResolver: Sendable {
         var reports = [ItemReport?](repeating: nil, count: ordered.count)
         var due: [(Int, PendingChange)] = []
         for (index, change) in ordered.enumerated() {
-            if change.isDeadLetter || (change.nextRetryAt.map { $0 > now } ?? false) {
+            if let reason = projection.quarantined?[change.cipherId] {
+                reports[index] = ItemReport(cipherId: change.cipherId, changeType: change.changeType, outcome: .skipped,
+                                            error: "quarantined: \(reason); run 'vaultlog verify'")
+            } else if change.isDeadLetter || (change.nextRetryAt.map { $0 > now } ?? false) {
                 reports[index] = ItemReport(cipherId: change.cipherId, changeType: change.changeType,
                                             outcome: .skipped, error: change.lastError, nextRetryAt: change.nextRetryAt)
             } else {
@@ -183,7 +186,7 @@ public final class OfflineSyncResolver: Sendable {
     @discardableResult
     public func resolve(userId: String, cipherId: String) async throws -> ItemReport? {
         let projection = try store.projection(userId: userId)
-        guard let change = projection.pending[cipherId] else { return nil }
+        guard let change = projection.pending[cipherId], !projection.isQuarantined(cipherId) else { return nil }
         // The user just saved: if the server is out of reach the edit is simply saved offline,
         // with no failure recorded (a sync will try again).
         let run = RunContext(userId: userId, userKey: try store.userKey(userId: userId), index: ServerIndex(server: server),
@@ -339,7 +342,7 @@ public final class OfflineSyncResolver: Sendable {
 
     private func resolveUpdate(_ item: inout Item, serverId: String, base: BitwardenDate?, createChain: Bool = false,
                                run: RunContext) async throws -> ItemReport.Outcome {
-        let ownNames = Set(item.change.ownNames ?? [])
+        let ownNames = try ownNames(item, run: run)
         var staleAnswers = 0
         while true {
             let serverCopy: Cipher
@@ -428,6 +431,15 @@ public final class OfflineSyncResolver: Sendable {
         return .deleted
     }
 
+    /// The encrypted names (serialized) of every version of this change, read from the log:
+    /// each encryption is unique, so a server copy carrying one of them was written (or
+    /// trashed) by this device, never by another one.
+    private func ownNames(_ item: Item, run: RunContext) throws -> Set<String> {
+        Set(try item.change.versionSequences.compactMap {
+            try store.event(at: $0, userId: run.userId)?.operation?.cipher.name?.serialized
+        })
+    }
+
     // MARK: Delete
 
     /// Backups already on the server for this change (conflict backups and overflow copies).
@@ -448,7 +460,7 @@ public final class OfflineSyncResolver: Sendable {
             return try await resolveDelete(&item, serverId: serverId, base: mapped.revisionDate, createChain: true, run: run)
         }
         var markers = plannedMarkers(item, purpose: "create")
-        markers += (item.change.ownNames ?? []).compactMap { try? EncString($0) }
+        markers += try ownNames(item, run: run).sorted().compactMap { try? EncString($0) }
         if let found = try await run.index.find(markers), let serverId = found.id {
             try await record(&item, .idMapped, OutcomeBody(at: now, serverId: serverId, revisionDate: found.revisionDate,
                                                            reason: "a create whose answer was lost, found on the server"), run: run)
@@ -466,7 +478,7 @@ public final class OfflineSyncResolver: Sendable {
         // verifier) on borrows of `item.change`'s optionals across the awaits below.
         let change = item.change
         let permanent = change.changeType == .hardDelete
-        let ownNames = Set(change.ownNames ?? [])
+        let ownNames = try ownNames(item, run: run)
         var staleAnswers = 0
         while true {
             var serverCopy: Cipher?

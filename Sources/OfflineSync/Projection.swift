@@ -78,20 +78,10 @@ public struct PendingChange: Codable, Sendable, Equatable {
     public var waitingForServer: Bool? = nil
     /// Resolver steps completed since the last operation.
     public var steps: [ResolutionStep] = []
-    /// The encrypted names (serialized EncStrings) of every version in this change: each
-    /// encryption is unique, so a server copy carrying one of them was written (or trashed)
-    /// by this device, never by another one.
-    public var ownNames: [String]? = nil
     /// The change started as a create (a create chain): its versions were only ever written by
     /// this device, so it never gets a soft-conflict backup. Set on deletes of a create that
     /// may have reached the server (``uncertainCreate``) too.
     public var startedAsCreate: Bool? = nil
-
-    /// Whether `name` is the encrypted name of a version of this change.
-    public func isOwn(_ name: EncString?) -> Bool {
-        guard let name, let own = ownNames else { return false }
-        return own.contains(name.serialized)
-    }
 
     /// A create whose request may have reached the server: its response was lost, or the
     /// resolver announced or mapped it. Deleting it must delete the server copy.
@@ -112,6 +102,23 @@ public struct Projection: Codable, Sendable, Equatable {
     public var idMap: [String: String] = [:]
     /// The last sync abort (count and reasons), cleared by a completed sync.
     public var lastSyncAbort: OutcomeBody?
+    /// Items with an event that cannot be opened or decoded (cipher id → what is wrong). Such
+    /// an item is never resolved automatically and its later events are not folded; every
+    /// other item of the user still resolves. The events stay in the log for `vaultlog verify`.
+    public var quarantined: [String: String]? = nil
+
+    /// Quarantines the item of an event that cannot be read.
+    public mutating func quarantine(_ header: EventHeader, reason: String) {
+        precondition(header.sequence > lastSequence, "events fold in sequence order")
+        lastSequence = header.sequence
+        guard !header.cipherId.isEmpty else { return }
+        if quarantined?[header.cipherId] == nil {
+            quarantined = (quarantined ?? [:]).merging([header.cipherId: "event \(header.sequence): \(reason)"]) { a, _ in a }
+        }
+    }
+
+    /// Whether `cipherId` is quarantined.
+    public func isQuarantined(_ cipherId: String) -> Bool { quarantined?[cipherId] != nil }
 
     public init(userId: String) { self.userId = userId }
 
@@ -123,6 +130,8 @@ public struct Projection: Codable, Sendable, Equatable {
         precondition(event.sequence > lastSequence, "events fold in sequence order")
         lastSequence = event.sequence
         let id = event.cipherId
+        // A quarantined item's later events would fold onto a state with a hole in it.
+        guard !isQuarantined(id) else { return }
         switch event.body {
         case .operation(let op):
             var merged = PendingChangeType.merge(pending[id]?.changeType, event.type)
@@ -146,7 +155,6 @@ public struct Projection: Codable, Sendable, Equatable {
                         change.offlinePasswordChangeCount += 1
                         change.passwordChangeSequences.append(event.sequence)
                     }
-                    if let name = op.cipher.name?.serialized { change.ownNames = (change.ownNames ?? []) + [name] }
                     // A new edit by the user: the item gets a fresh start in automatic retries.
                     change.attempts = 0
                     change.nextRetryAt = nil
@@ -163,7 +171,6 @@ public struct Projection: Codable, Sendable, Equatable {
                         versionSequences: [event.sequence],
                         passwordChangeSequences: op.passwordChanged ? [event.sequence] : [],
                         hasEdits: event.type == .updated,
-                        ownNames: op.cipher.name.map { [$0.serialized] } ?? [],
                         startedAsCreate: type == .create ? true : nil)
                 }
             }

@@ -86,9 +86,11 @@ public final class SyncService: Sendable {
             let count = try store.pendingCount(userId: userId)
             return .aborted(pendingCount: count, reasons: [extra ?? "\(count) changes pending"], resolution: report)
         }
-        let pending = try store.projection(userId: userId).pending.values.sorted { $0.cipherId < $1.cipherId }
+        let projection = try store.projection(userId: userId)
+        let pending = projection.pending.values.sorted { $0.cipherId < $1.cipherId }
         var reasons = pending.map { change -> String in
             var text = "\(change.cipherId): \(change.changeType.rawValue) pending"
+            if let reason = projection.quarantined?[change.cipherId] { text += ", quarantined (\(reason))" }
             if change.isDeadLetter { text += ", dead letter after \(change.attempts) attempts" }
             else if let next = change.nextRetryAt { text += ", retry at \(next)" }
             if let error = change.lastError { text += " (\(error))" }

@@ -449,7 +449,16 @@ public final class VaultLogStore: Sendable {
             let batch = try log.read { try $0.envelopes(userId: userId, after: projection.lastSequence, limit: Self.foldBatch) }
                 .filter { $0.header.sequence <= sequence }
             guard !batch.isEmpty else { return }
-            for event in try Self.decode(batch, key: key) { projection.apply(event) }
+            for (envelope, result) in zip(batch, Self.decodeEach(batch, key: key)) {
+                switch result {
+                case .success(let event): projection.apply(event)
+                case .failure(let error):
+                    // One event that cannot be opened or decoded quarantines its item only.
+                    logger.error("event cannot be read; its item is quarantined", metadata: [
+                        "sequence": "\(envelope.header.sequence)", "cipher": "\(envelope.header.cipherId)", "error": "\(error)"])
+                    projection.quarantine(envelope.header, reason: "\(error)")
+                }
+            }
             guard batch.count == Self.foldBatch else { return }
         }
     }
@@ -459,6 +468,11 @@ public final class VaultLogStore: Sendable {
     /// undecoded (``VaultEvent/operationSummary(header:plaintext:placeholder:)``): the fold
     /// keeps only the newest snapshot, and decoding the cipher is most of a fold's cost.
     static func decode(_ envelopes: [Envelope], key: SealingKey) throws -> [VaultEvent] {
+        try decodeEach(envelopes, key: key).map { try $0.get() }
+    }
+
+    /// ``decode(_:key:)`` with one result per envelope, so one bad event does not hide the others.
+    static func decodeEach(_ envelopes: [Envelope], key: SealingKey) -> [Result<VaultEvent, any Error>] {
         var latest: [String: Int] = [:]
         for (i, envelope) in envelopes.enumerated() where VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true {
             latest[envelope.header.cipherId] = i
@@ -477,7 +491,7 @@ public final class VaultLogStore: Sendable {
             return try VaultEvent(envelope: envelope, key: key)
         }
         let cores = ProcessInfo.processInfo.activeProcessorCount
-        guard envelopes.count >= 256, cores > 1 else { return try envelopes.indices.map(decodeOne) }
+        guard envelopes.count >= 256, cores > 1 else { return envelopes.indices.map { i in Result { try decodeOne(i) } } }
         let results = UnsafeMutableBufferPointer<Result<VaultEvent, any Error>?>.allocate(capacity: envelopes.count)
         results.initialize(repeating: nil)
         defer { results.deinitialize(); results.deallocate() }
@@ -488,7 +502,7 @@ public final class VaultLogStore: Sendable {
                 output[i] = Result { try decodeOne(i) }
             }
         }
-        return try results.map { try $0!.get() }
+        return results.map { $0! }
     }
 
     func loadCheckpoint(userId: String, keys: UnlockedKeys, atOrBefore sequence: UInt64 = .max) throws -> Projection {

@@ -60,6 +60,12 @@ struct Pending: ParsableCommand {
             } else {
                 report.printText()
             }
+            // A quarantined item is data the store cannot read: say so with the storage exit code.
+            let quarantined = report.users.flatMap { user in (user.quarantined ?? [:]).sorted { $0.key < $1.key }.map { (user.userId, $0.key, $0.value) } }
+            if let (user, cipher, reason) = quarantined.first {
+                throw CLIError.storage("data.mdb: user \(user): \(reason); item \(cipher) is quarantined"
+                                       + (quarantined.count > 1 ? " (and \(quarantined.count - 1) more)" : ""))
+            }
         }
     }
 
@@ -102,6 +108,8 @@ struct PendingReport: Encodable {
         var idMap: [String: String]?
         /// The last sync abort (key only): when, why, how many were pending.
         var lastSyncAbort: SyncAbort?
+        /// Items with an event that cannot be read (key only): cipher id → which event, why.
+        var quarantined: [String: String]?
 
         init(userId: String, pendingCount: Int, pending: [Item], idMap: [String: String]?, lastSyncAbort: SyncAbort?) {
             self.userId = userId
@@ -119,6 +127,7 @@ struct PendingReport: Encodable {
             lastSyncAbort = projection.lastSyncAbort.map {
                 SyncAbort(at: $0.at.text, pendingCount: $0.pendingCount, reason: $0.reason)
             }
+            quarantined = projection.quarantined
         }
     }
 
@@ -197,6 +206,10 @@ struct PendingReport: Encodable {
                 if let steps = item.steps, !steps.isEmpty {
                     Console.out("      steps done: \(steps.joined(separator: ", "))")
                 }
+            }
+            if let quarantined = user.quarantined, !quarantined.isEmpty {
+                Console.out("  QUARANTINED (an event cannot be read; the item is not resolved; run 'vaultlog verify'):")
+                for id in quarantined.keys.sorted() { Console.out("    \(id): \(quarantined[id]!)") }
             }
             if let idMap = user.idMap, !idMap.isEmpty {
                 Console.out("  id map (temporary → server):")

@@ -13,10 +13,16 @@ struct TestServerError: ClassifiedServerError, Equatable {
 struct HTTPStatusError: ClassifiedServerError, Equatable {
     let status: Int
     var serverErrorKind: ServerErrorKind { status >= 500 ? .unavailable : (status == 404 ? .notFound : .rejected) }
+    /// The server answered: counts towards an item's dead-letter limit.
+    var serverAnswered: Bool { true }
 }
 
 /// A transport failure (the seeds' `URLError(.notConnectedToInternet)`).
-struct NotConnectedError: Error, Equatable {}
+struct NotConnectedError: ClassifiedServerError, Equatable {
+    var serverErrorKind: ServerErrorKind { .unavailable }
+    /// No connection: the request never left (a create that failed so is certainly not on the server).
+    var requestMayHaveArrived: Bool { false }
+}
 
 /// Something nobody classified.
 struct UnknownError: Error, Equatable {}

@@ -398,15 +398,20 @@ import VaultModel
 
     // MARK: beyond the seed tables
 
-    @Test func onlineSuccess_afterOfflineEdit_clearsPendingWithOutcome() async throws {
+    /// An online edit of an item with pending offline state never goes straight to the server
+    /// (that used to clear the pending edit and skip the resolver's rules): it joins the
+    /// pending change, which is resolved at once.
+    @Test func onlineEdit_afterOfflineEdit_joinsPendingChangeAndIsResolvedAtOnce() async throws {
         let (h, view, _) = try await update(failing: NotConnectedError(), newPassword: "pw-1")
         var again = try #require(try h.local(view.id!)).decrypt(userKey: h.userKey)
         again.login?.password = "pw-2"
         let result = try await h.repository().updateCipher(again)
-        guard case .online = result else { Issue.record("\(result)"); return }
+        guard case .resolved(_, let report) = result else { Issue.record("\(result)"); return }
+        #expect(report.outcome == .pushed)
         #expect(try h.pending(view.id!) == nil)
-        let types = try h.store.events(userId: h.userId, cipherId: view.id!).map(\.type)
-        #expect(types == [.updated, .clearedAfterOnlineSuccess])
+        let events = try h.store.events(userId: h.userId, cipherId: view.id!)
+        #expect(events.map(\.type) == [.updated, .updated, .pushed, .resolved])
+        #expect(events.filter { $0.operation?.passwordChanged == true }.count == 2)
     }
 
     @Test func lockedVault_operationsThrowVaultLocked() async throws {

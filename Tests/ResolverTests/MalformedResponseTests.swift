@@ -62,4 +62,31 @@ import VaultModel
         #expect(try h.store.localCiphers(userId: h.userId) == before)
         #expect(try h.local(view.id!) != nil)
     }
+
+    /// The denylist over real HTTP: a 4xx other than 404/408/429 is the server (or a proxy in
+    /// front of it) refusing the request, with or without an error body, so an online edit is
+    /// rethrown and never saved offline; 408 and 429 mean "try later" and save it offline.
+    @Test(arguments: [(403, "<html><body>403 Forbidden</body></html>", true), (413, "", true),
+                      (408, "", false), (429, "<html>slow down</html>", false)])
+    func bodylessClientError_isARejection_exceptTimeoutAndTooMany(status: Int, body: String, rejected: Bool) async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        var view = try await h.seedSynced("Bank")
+        view.login?.password = "mine"
+        // The fault answers without applying the PUT: a proxy in front of the server.
+        h.emulator.faults.failNext(1, matching: RouteMatcher(method: "PUT", path: "/api/ciphers/*"),
+                                   with: .reply(status: status, body: body))
+        let outcome: Result<SaveResult, any Error>
+        do { outcome = .success(try await h.repository().updateCipher(view)) } catch { outcome = .failure(error) }
+        switch outcome {
+        case .failure(let error):
+            #expect(rejected, "HTTP \(status) should save offline, threw \(error)")
+            #expect(error.serverErrorKind == ServerErrorKind.rejected)
+            #expect(try h.pending(view.id!) == nil, "a rejected edit is not saved offline")
+        case .success(let result):
+            #expect(!rejected, "HTTP \(status) should be rethrown, got \(result)")
+            #expect(result.isOffline)
+            #expect(try h.pending(view.id!) != nil)
+        }
+    }
 }

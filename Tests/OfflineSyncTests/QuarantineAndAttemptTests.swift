@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultModel
+@testable import OfflineSync
+
+/// One unreadable event quarantines its item only; only the server's answers count towards
+/// the dead-letter limit; a new edit gives a failing item a fresh start.
+@Suite struct QuarantineAndAttemptTests {
+    /// Two items edited offline; one gets an event whose body does not decode.
+    static func twoPendingItems() async throws -> Harness {
+        let h = try Harness()
+        for name in ["Bank", "Mail"] {
+            var view = try await h.seedSynced(name)
+            view.login?.password = "\(name)-pw-1"
+            h.server.fail(with: NotConnectedError())
+            _ = try await h.repository().updateCipher(view)
+        }
+        return h
+    }
+
+    @Test func undecodableEvent_quarantinesItsItemOnly() async throws {
+        let h = try await Self.twoPendingItems()
+        // Authentic, but an operation type whose body is not an operation: it cannot be decoded.
+        try h.store.append(userId: h.userId, cipherId: "server-Bank", type: .updated, body: .outcome(OutcomeBody(at: BitwardenDate(h.clock.now))))
+        let projection = try h.store.projection(userId: h.userId)
+        #expect(projection.quarantined?["server-Bank"]?.contains("event 3") == true, "\(projection.quarantined ?? [:])")
+
+        let report = try await OfflineSyncResolver(store: h.store, server: h.server).processPendingChanges(userId: h.userId)
+        let bank = try #require(report.items.first { $0.cipherId == "server-Bank" })
+        let mail = try #require(report.items.first { $0.cipherId == "server-Mail" })
+        #expect(mail.outcome == .pushed)
+        #expect(bank.outcome == .skipped)
+        #expect(bank.error?.contains("quarantined") == true)
+        // Kept pending (and in the log), never dropped.
+        #expect(try h.store.pendingCount(userId: h.userId) == 1)
+        let sync = try await SyncService(store: h.store, server: h.server, resolver: OfflineSyncResolver(store: h.store, server: h.server))
+            .fetchSync(userId: h.userId)
+        guard case .aborted(_, let reasons, _) = sync else { Issue.record("\(sync)"); return }
+        #expect(reasons.contains { $0.contains("quarantined") })
+    }
+
+    @Test func unreachableServer_neverCountsTowardsDeadLetters() async throws {
+        let h = try await Self.twoPendingItems()
+        let resolver = OfflineSyncResolver(store: h.store, server: UnreachableServer())
+        for _ in 0..<20 {
+            h.clock.advance(by: 1800)
+            _ = try await resolver.processPendingChanges(userId: h.userId)
+        }
+        let pending = try h.store.projection(userId: h.userId).pending.values
+        #expect(pending.allSatisfy { $0.attempts == 0 && !$0.isDeadLetter })
+        // Recorded once per item while it lasts, not once per sync.
+        let failures = try h.store.events(userId: h.userId).filter { $0.type == .resolutionFailed }
+        #expect(failures.count == 2)
+    }
+
+    @Test func serverAnswers_countAndANewEditResetsThem() async throws {
+        let h = try await Self.twoPendingItems()
+        h.server.fail(with: HTTPStatusError(status: 500), times: 6)
+        var options = ResolverOptions()
+        options.maxAttempts = 3
+        let resolver = OfflineSyncResolver(store: h.store, server: h.server, options: options)
+        for _ in 0..<6 {
+            h.clock.advance(by: 7 * 3600)
+            _ = try await resolver.processPendingChanges(userId: h.userId)
+        }
+        let before = try #require(try h.pending("server-Bank"))
+        #expect(before.isDeadLetter && before.attempts == 3)
+
+        var view = try #require(try h.local("server-Bank")).decrypt(userKey: h.userKey)
+        view.login?.password = "Bank-pw-2"
+        h.server.fail(with: NotConnectedError())
+        _ = try await h.repository().updateCipher(view)
+        let after = try #require(try h.pending("server-Bank"))
+        #expect(!after.isDeadLetter && after.attempts == 0 && after.nextRetryAt == nil)
+    }
+}
