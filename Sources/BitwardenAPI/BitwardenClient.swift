@@ -200,6 +200,9 @@ public final class BitwardenClient: CipherServer, Sendable {
         return try decode(Folder.self, try await send("POST", .api, "/folders", body: body), route: "POST /api/folders")
     }
 
+    /// The port's freshness check (``revisionDate()``).
+    public func accountRevisionDate() async throws -> Date? { try await revisionDate() }
+
     /// `GET /api/accounts/revision-date`: when anything in the account last changed. Compare it
     /// with the last sync to skip `/sync` when nothing changed.
     public func revisionDate() async throws -> Date {

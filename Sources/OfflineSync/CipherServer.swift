@@ -102,6 +102,14 @@ public protocol CipherServer: Sendable {
     func restoreCipher(id: String) async throws -> Cipher
     /// `GET /api/sync`.
     func sync() async throws -> SyncSnapshot
+    /// `GET /api/accounts/revision-date`: when anything in the account last changed, or nil
+    /// when the server cannot say (then every sync fetches).
+    func accountRevisionDate() async throws -> Date?
+}
+
+extension CipherServer {
+    /// Unknown: a non-forced sync fetches anyway.
+    public func accountRevisionDate() async throws -> Date? { nil }
 }
 
 /// A server port that is never reachable: every call fails as ``ServerErrorKind/unavailable``,

@@ -86,7 +86,8 @@ public struct PendingChange: Codable, Sendable, Equatable {
     /// A create whose request may have reached the server: its response was lost, or the
     /// resolver announced or mapped it. Deleting it must delete the server copy.
     public var uncertainCreate: Bool {
-        steps.contains { $0.type == .createPlanned && $0.outcome.purpose == "create" || $0.type == .idMapped }
+        // The same rule as the header fold (which cannot see a plan's purpose): any plan or mapping.
+        steps.contains { $0.type == .createPlanned || $0.type == .idMapped }
     }
 }
 
@@ -102,6 +103,9 @@ public struct Projection: Codable, Sendable, Equatable {
     public var idMap: [String: String] = [:]
     /// The last sync abort (count and reasons), cleared by a completed sync.
     public var lastSyncAbort: OutcomeBody?
+    /// When the server's items last replaced the local store (a non-forced sync skips the fetch
+    /// when the account has not changed since).
+    public var lastSyncAppliedAt: BitwardenDate? = nil
     /// Items with an event that cannot be opened or decoded (cipher id → what is wrong). Such
     /// an item is never resolved automatically and its later events are not folded; every
     /// other item of the user still resolves. The events stay in the log for `vaultlog verify`.
@@ -201,6 +205,7 @@ public struct Projection: Codable, Sendable, Equatable {
                 lastSyncAbort = outcome
             case .syncApplied:
                 lastSyncAbort = nil
+                lastSyncAppliedAt = outcome.at
             case .created, .updated, .softDeleted, .hardDeleted:
                 break
             }

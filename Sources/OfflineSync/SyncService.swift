@@ -9,11 +9,26 @@ public enum SyncResult: Sendable, Equatable {
     /// Changes are still pending: the sync was aborted so nothing local is overwritten. The
     /// reasons are in the log too (`syncAborted`) and in the report.
     case aborted(pendingCount: Int, reasons: [String], resolution: ResolutionReport?)
+    /// Not forced, and the account has not changed since the last applied sync: nothing fetched.
+    case upToDate(resolution: ResolutionReport?)
 
     /// True when the server's items were applied.
     public var isApplied: Bool {
         if case .applied = self { return true }
         return false
+    }
+
+    /// True unless the sync was aborted: the local store matches the server.
+    public var isCurrent: Bool {
+        if case .aborted = self { return false }
+        return true
+    }
+
+    /// The resolution run before the sync, if any.
+    public var resolution: ResolutionReport? {
+        switch self {
+        case .applied(_, let report), .aborted(_, _, let report), .upToDate(let report): report
+        }
     }
 }
 
@@ -53,8 +68,11 @@ public final class SyncService: Sendable {
     /// How many times a replace is retried when an edit was appended during the fetch.
     static let maxReplaceAttempts = 3
 
-    /// Resolves pending changes, then syncs unless something is still pending. `forceSync` is
-    /// accepted for the seeds' API; every call fetches (the port has no cheap freshness check).
+    /// Resolves pending changes, then syncs unless something is still pending. Like the
+    /// seeds' `needsSync`: with `forceSync` the server's items are always fetched; without it the
+    /// fetch is skipped (``SyncResult/upToDate(resolution:)``) when the account's revision date
+    /// (`GET /api/accounts/revision-date`) is not newer than the last applied sync. Pending
+    /// changes are resolved first either way.
     @discardableResult
     public func fetchSync(userId: String, forceSync: Bool = false) async throws -> SyncResult {
         let unlocked = store.isUnlocked(userId: userId)
@@ -62,12 +80,15 @@ public final class SyncService: Sendable {
         if unlocked && flags.resolution, try store.pendingCount(userId: userId) > 0 {
             report = try await resolver.processPendingChanges(userId: userId)
         }
-        for _ in 0..<Self.maxReplaceAttempts {
+        for attempt in 0..<Self.maxReplaceAttempts {
             let (remaining, lastSequence) = try store.log.read { reader in
                 (try store.headerProjection(reader, userId: userId).projection.count, try reader.lastSequence())
             }
             if remaining > 0 && unlocked && flags.resolution {
                 return try abort(userId: userId, report: report)
+            }
+            if attempt == 0, !forceSync, remaining == 0, unlocked, try await upToDate(userId: userId) {
+                return .upToDate(resolution: report)
             }
             let snapshot = try await server.sync()
             let event: (type: VaultEventType, body: OutcomeBody)? = unlocked
@@ -78,6 +99,13 @@ public final class SyncService: Sendable {
             logger.info("an edit was saved during the sync; counting again", metadata: ["user": "\(userId)"])
         }
         return try abort(userId: userId, report: report, extra: "edits kept arriving during the sync")
+    }
+
+    /// Whether the account has not changed since the last applied sync (false when unknown).
+    private func upToDate(userId: String) async throws -> Bool {
+        guard let last = try store.projection(userId: userId).lastSyncAppliedAt,
+              let revision = try await server.accountRevisionDate() else { return false }
+        return revision <= last.date
     }
 
     private func abort(userId: String, report: ResolutionReport?, extra: String? = nil) throws -> SyncResult {

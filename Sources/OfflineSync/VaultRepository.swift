@@ -271,8 +271,13 @@ public final class VaultRepository: Sendable {
         }
         do {
             try await server.softDeleteCipher(id: id)
-            try applyOnlineResult(cipherId: id, localChanges: [.upsert(trashed)])
-            return .online(trashed)
+            // The trash reply has no body: read the server's copy for its new revision date
+            // (if that read fails, the trashed local copy is kept; the revision it lacks is
+            // recognised later by its encrypted name).
+            var stored = trashed
+            if let copy = try? await server.getCipher(id: id), copy.deletedDate != nil { stored = copy }
+            try applyOnlineResult(cipherId: id, localChanges: [.upsert(stored)])
+            return .online(stored)
         } catch where Self.isRejection(error) {
             throw error
         } catch {

@@ -498,7 +498,9 @@ final class Run: @unchecked Sendable {
             let crashing = pendingCrash != nil
             do {
                 if step.do == "sync" {
-                    let result = try await SyncService(store: store, server: user.client, resolver: resolver(user), logger: runner.logger).fetchSync(userId: user.userId)
+                    // Forced, as a pull-to-refresh: every sync step fetches the server's items.
+                    let result = try await SyncService(store: store, server: user.client, resolver: resolver(user), logger: runner.logger)
+                        .fetchSync(userId: user.userId, forceSync: true)
                     syncResults.append(result.isApplied ? "applied" : "aborted")
                     if result.isApplied {
                         journal.append(.init(step: index, ref: "", action: "syncApplied", content: nil, offline: false, user: user.ref))

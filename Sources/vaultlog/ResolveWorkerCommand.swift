@@ -149,17 +149,13 @@ struct ResolveWorker: AsyncParsableCommand {
                 for _ in 0..<attempts {
                     let result: SyncResult
                     do {
-                        result = try await sync.fetchSync(userId: userId)
+                        result = try await sync.fetchSync(userId: userId, forceSync: true)
                     } catch where error.serverErrorKind == .unavailable {
                         // A failed /api/sync (the test injects 5xx): nothing was replaced; try again.
                         ResolveWorker.say("sync failed: \(error)")
                         continue
                     }
-                    let report: ResolutionReport?
-                    switch result {
-                    case .applied(_, let resolution): report = resolution
-                    case .aborted(_, _, let resolution): report = resolution
-                    }
+                    let report = result.resolution
                     for item in report?.items ?? [] {
                         if item.outcome == .skipped {
                             ResolveWorker.say("skipped \(item.cipherId) \(item.changeType.rawValue) until \(item.nextRetryAt.map { "\($0)" } ?? "retried"): \(item.error ?? "")")
@@ -169,7 +165,7 @@ struct ResolveWorker: AsyncParsableCommand {
                             ResolveWorker.say("resolved \(item.cipherId) \(item.changeType.rawValue) \(item.outcome.rawValue)")
                         }
                     }
-                    if result.isApplied {
+                    if result.isCurrent {
                         ResolveWorker.say("done: nothing pending")
                         return
                     }

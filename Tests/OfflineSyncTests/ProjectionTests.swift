@@ -110,8 +110,10 @@ import VaultModel
         for seq in 1...UInt64(count) {
             let user = users[Int(rng.next() % 3)]
             let id = "c\(rng.next() % 6)"
-            let roll = rng.next() % 20
+            let roll = rng.next() % 22
             switch roll {
+            // Plans and mappings of creates: a delete must then keep the item pending (uncertain create).
+            case 20: events.append(outcome(seq, .createPlanned, id, user: user))
             case 0..<3: events.append(op(seq, .created, id, base: nil, user: user))
             case 3..<9: events.append(op(seq, .updated, id, password: rng.next() % 2 == 0, base: Int64(rng.next() % 50), user: user))
             case 9..<11: events.append(op(seq, .softDeleted, id, user: user))
@@ -122,10 +124,30 @@ import VaultModel
             case 16: events.append(outcome(seq, .idMapped, id, user: user))
             case 17: events.append(outcome(seq, .retryRequested, id, user: user))
             case 18: events.append(outcome(seq, .syncAborted, "", user: user))
+            case 21: events.append(outcome(seq, .idMapped, id, user: user))
             default: events.append(outcome(seq, .clearedAfterOnlineSuccess, id, user: user))
             }
         }
         return events
+    }
+
+    // MARK: uncertain creates, new edits, headers and full fold agree
+
+    @Test func uncertainCreate_deleteKeepsItPending_certainCreateIsDiscarded() {
+        let certain = Projection.fold(userId: "u", [Self.op(1, .created, "t", base: nil), Self.op(2, .hardDeleted, "t")])
+        #expect(certain.pending["t"] == nil)
+        let uncertain = Projection.fold(userId: "u", [Self.op(1, .created, "t", base: nil), Self.outcome(2, .createPlanned, "t"),
+                                                      Self.op(3, .softDeleted, "t")])
+        #expect(uncertain.pending["t"]?.changeType == .softDelete)
+        #expect(uncertain.pending["t"]?.uncertainCreate == true)
+        #expect(uncertain.pending["t"]?.startedAsCreate == true)
+    }
+
+    @Test func newEdit_resetsAttemptsBackoffAndDeadLetter() {
+        let p = Projection.fold(userId: "u", [Self.op(1, .updated, "c"), Self.outcome(2, .resolutionFailed, "c", attempt: 6, dead: true),
+                                              Self.op(3, .updated, "c", password: true)])
+        let change = p.pending["c"]
+        #expect(change?.attempts == 0 && change?.isDeadLetter == false && change?.nextRetryAt == nil && change?.lastError == nil)
     }
 
     @Test func foldAll_equalsCheckpointPlusTail_over1000RandomSequences() throws {
@@ -164,4 +186,5 @@ struct SplitMix {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
 }

@@ -120,3 +120,40 @@ import VaultModel
         #expect(try h.pending(view.id!) != nil)
     }
 }
+
+/// `forceSync`, as the seeds' `needsSync`: a non-forced sync fetches only when the account
+/// changed since the last applied sync; a forced one always fetches. Resolution runs first
+/// either way.
+@Suite struct ForceSyncTests {
+    typealias H = ResolverHarness
+
+    @Test func notForced_skipsTheFetchWhenTheAccountIsUnchanged_forcedAlwaysFetches() async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let view = try await h.seedSynced("Bank")
+        #expect(try await h.syncService().fetchSync(userId: h.userId).isApplied, "no sync yet: fetched")
+        h.clock.advance(by: 60)
+        let quiet = try await h.syncService().fetchSync(userId: h.userId)
+        guard case .upToDate(let resolution) = quiet else { Issue.record("expected up to date, got \(quiet)"); return }
+        #expect(resolution == nil)
+        #expect(quiet.isCurrent && !quiet.isApplied)
+        #expect(try await h.syncService().fetchSync(userId: h.userId, forceSync: true).isApplied)
+
+        _ = try h.anotherDeviceEdits(view.id!) { $0.notes = "changed elsewhere" }
+        h.clock.advance(by: 60)
+        #expect(try await h.syncService().fetchSync(userId: h.userId).isApplied, "the account changed: fetched")
+        #expect(try h.local(view.id!)?.notes == "changed elsewhere")
+    }
+
+    @Test func notForced_stillResolvesPendingChangesFirst() async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let view = try await h.seedSynced("Bank")
+        _ = try await h.syncService().fetchSync(userId: h.userId)
+        try await h.editOffline(view, password: "mine")
+        let result = try await h.syncService().fetchSync(userId: h.userId)
+        #expect(result.resolution?.items.map(\.outcome) == [.pushed])
+        #expect(result.isCurrent)
+        #expect(try h.pendingCount() == 0)
+    }
+}
