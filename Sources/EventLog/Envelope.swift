@@ -3,7 +3,7 @@ import _CryptoExtras
 import Foundation
 import VaultCrypto
 
-/// The plaintext part of an envelope: what can be read without a key (DESIGN §3). It is
+/// The plaintext part of an envelope: what can be read without a key. It is
 /// covered by the body's MAC, so it cannot be altered or moved onto another body.
 public struct EventHeader: Sendable, Hashable, Codable {
     /// Envelope format version (``Envelope/currentFormatVersion`` for new events).

@@ -66,7 +66,7 @@ public struct EventLogOptions: Sendable {
     public init() {}
 }
 
-/// The append-only, sealed event log in one LMDB environment (DESIGN §2–3): the entry point of
+/// The append-only, sealed event log in one LMDB environment: the entry point of
 /// the storage layer.
 ///
 /// ```swift

@@ -16,6 +16,9 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     case unknownAccount(String)
     /// A stored account record could not be decoded.
     case corruptAccount(userId: String, reason: String)
+    /// Offline saving is turned off (a feature flag) and the item still has changes saved
+    /// offline earlier that could not be resolved now, so the new change was not saved.
+    case pendingChangesNotResolved(cipherId: String, reason: String)
 
     public var description: String {
         switch self {
@@ -31,6 +34,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
             return "no account for \(email) is stored here: log in online once on this device (or unlock with the user key)"
         case .corruptAccount(let userId, let reason):
             return "the stored account of user \(userId) is unreadable (\(reason)); log in online again to replace it"
+        case .pendingChangesNotResolved(let cipherId, let reason):
+            return "item \(cipherId) has changes saved offline that could not be sent (\(reason)); offline saving is turned off, so this change was not saved: sync when the server is reachable, then try again"
         case .corruptCheckpoint(let reason):
             return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
         }

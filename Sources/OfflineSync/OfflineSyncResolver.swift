@@ -103,7 +103,7 @@ public struct ResolutionReport: Sendable, Equatable {
     public var remainingCount: Int { items.count - resolvedCount }
 }
 
-/// Replays a user's pending offline changes against the server (DESIGN §6): the decision
+/// Replays a user's pending offline changes against the server (`Docs/Resolution.md`): the decision
 /// matrix, backups of the losing side before any destructive step, an outcome event after
 /// every step, per-item catch-and-continue, bounded concurrency, backoff and dead letters.
 ///

@@ -86,8 +86,9 @@ public struct PendingChange: Codable, Sendable, Equatable {
     /// A create whose request may have reached the server: its response was lost, or the
     /// resolver announced or mapped it. Deleting it must delete the server copy.
     public var uncertainCreate: Bool {
-        // The same rule as the header fold (which cannot see a plan's purpose): any plan or mapping.
-        steps.contains { $0.type == .createPlanned || $0.type == .idMapped }
+        // The same rule as the header fold (which cannot see a plan's purpose): any plan or
+        // mapping of a change that began as a create. (An update's backup plan is not one.)
+        startedAsCreate == true && steps.contains { $0.type == .createPlanned || $0.type == .idMapped }
     }
 }
 

@@ -32,7 +32,7 @@ public enum SyncResult: Sendable, Equatable {
     }
 }
 
-/// A full sync that never overwrites a pending local edit (DESIGN §6, seeds' `fetchSync`):
+/// A full sync that never overwrites a pending local edit (`Docs/Resolution.md`):
 ///
 /// 1. vault locked → no resolution (it needs the keys); the sync itself still runs, and
 ///    pending items keep their local copies;

@@ -156,6 +156,11 @@ public final class VaultRepository: Sendable {
         }
         let encrypted = try edited.encrypt(userKey: userKey, random: store.dependencies.random)
         if try pendingState().pending[id] != nil {
+            guard offlineAllowed else {
+                var fresh = original
+                (fresh.id, fresh.revisionDate) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: original.revisionDate)
+                return try await updateCipher(fresh)
+            }
             // Pending state: never straight to the server. Into the log, then resolved at once.
             let sequence = try appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
             return try await resolveNow(id, saved: encrypted, sequence: sequence)
@@ -197,6 +202,27 @@ public final class VaultRepository: Sendable {
         }
         let local = try store.localCipher(userId: userId, id: report.serverId ?? id) ?? store.localCipher(userId: userId, id: id)
         return .resolved(local, report: report)
+    }
+
+    /// With offline saving turned off (the feature flags), an operation on an item with
+    /// pending state resolves that state first and then goes online like for any item; nothing
+    /// new is saved offline. Returns the item's id afterwards and the revision the operation is
+    /// based on: the server's when the resolution put this device's version there, else the
+    /// caller's (so a server copy another device changed is refused, never overwritten).
+    private func resolveBeforeOnlineOperation(_ id: String, rawId: String, revision: BitwardenDate?) async throws
+        -> (String, BitwardenDate?) {
+        guard flags.resolution else { throw OfflineSyncError.pendingChangesNotResolved(cipherId: id, reason: "resolution is turned off") }
+        guard let report = try await resolver.resolve(userId: userId, cipherId: id) else { return (id, revision) }
+        if [.failed, .deadLetter, .skipped].contains(report.outcome) {
+            throw OfflineSyncError.pendingChangesNotResolved(cipherId: id, reason: report.error ?? report.outcome.rawValue)
+        }
+        let freshId = try currentId(rawId)
+        guard try pendingState().pending[freshId] == nil else {
+            throw OfflineSyncError.pendingChangesNotResolved(cipherId: id, reason: "still pending after resolution")
+        }
+        let ours: Set<ItemReport.Outcome> = [.pushed, .created, .recreated]
+        let local = try store.localCipher(userId: userId, id: freshId)
+        return (freshId, ours.contains(report.outcome) ? local?.revisionDate : revision)
     }
 
     /// The id an item has now: a temporary id of an item created offline (or the old id of an
@@ -258,6 +284,11 @@ public final class VaultRepository: Sendable {
         }
         trashed.deletedDate = now
         let state = try pendingState()
+        if state.pending[id] != nil, !offlineAllowed {
+            var fresh = original
+            (fresh.id, fresh.revisionDate) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: original.revisionDate)
+            return try await softDeleteCipher(fresh)
+        }
         switch state.pending[id] {
         case .create? where !state.uncertainCreates.contains(id):
             // Never reached the server: remove it locally; the fold leaves nothing pending.
@@ -297,6 +328,10 @@ public final class VaultRepository: Sendable {
         let state = try pendingState()
         let pendingSnapshot = state.pending[id] == nil ? nil : try store.projection(userId: userId).pending[id]?.latest
         let known = try store.localCipher(userId: userId, id: id) ?? pendingSnapshot
+        if state.pending[id] != nil, !offlineAllowed {
+            let (freshId, _) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: nil)
+            return try await deleteCipher(id: freshId)
+        }
         switch state.pending[id] {
         case .create? where !state.uncertainCreates.contains(id):
             guard let known else { return .noOp }

@@ -225,6 +225,8 @@ final class Run: @unchecked Sendable {
     var refs: [String: (user: String, id: String)] = [:]
     var syncResults: [String] = []
     var pendingCrash: Int?
+    /// Crashes so far (each reopen seeds its ids anew).
+    var reopens: UInt64 = 0
 
     init(scenario: Scenario, runner: ScenarioRunner) async throws {
         self.scenario = scenario
@@ -397,7 +399,11 @@ final class Run: @unchecked Sendable {
     func reopen() throws {
         let unlocked = users.filter { store.isUnlocked(userId: $0.userId) }
         store.close()
-        store = try Self.openStore(storePath, clock: clock, seed: seed &+ 100, realTime: emulator == nil, logger: runner.logger)
+        // A new seed per reopen: restarting one sequence would hand out the same ids again
+        // (a temporary id of an earlier create, after a second crash).
+        reopens += 1
+        store = try Self.openStore(storePath, clock: clock, seed: seed &+ 100 &+ UInt64(reopens) &* 7919, realTime: emulator == nil,
+                                   logger: runner.logger)
         for user in unlocked { store.unlock(userId: user.userId, userKey: user.userKey) }
     }
 

@@ -6,7 +6,7 @@ import Darwin
 #endif
 
 /// Where IVs, keys and ids get their randomness. Injected so that a replay can be made
-/// byte-for-byte deterministic (DESIGN §9.7); production code uses ``SystemRandomSource``.
+/// byte-for-byte deterministic; production code uses ``SystemRandomSource``.
 public protocol RandomSource: Sendable {
     /// Returns `count` random bytes.
     func bytes(_ count: Int) -> [UInt8]

@@ -9,7 +9,7 @@ import Replay
 /// with a seeded mixed offline workload against a running server (`vaultlog serve`);
 /// `resolve` resolves it and syncs, printing each server side effect the moment it succeeds.
 /// The parent SIGKILLs `resolve` at random moments, runs it again until it exits 0, and checks
-/// the server against DESIGN §9. Hidden from `--help`: a tool for tests, not for users.
+/// the server against the simulation's invariants. Hidden from `--help`: a tool for tests, not for users.
 struct ResolveWorker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "resolve-worker",

@@ -7,10 +7,15 @@ struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run seeded random scenarios against the embedded emulator and check the invariants.",
         discussion: """
-        Each seed generates users, items, offline periods, edits, lock/unlock, another device's \
-        edits and deletes, server faults (5xx, lost responses) and crashes, runs them with a \
-        simulated clock, then checks DESIGN §9: nothing pending, no saved version or offline \
-        password lost, no duplicate, verify clean, no plaintext in the store. A failure prints its \
+        Each seed generates users, items (some with a password history), offline periods (up to \
+        a day with a failed sync every 30 minutes), edits and password bursts, trash moves, \
+        permanent deletes, online operations on items with pending changes, lock/unlock, \
+        another device's edits and deletes, server faults (5xx, lost responses on every request \
+        type), dead-lettered items edited again and crashes, runs them with a simulated clock, \
+        then checks the invariants over the whole run: nothing pending or dead-lettered, no saved \
+        version or password typed while pending lost, trashed items in the server's trash, \
+        deleted items gone, backups only where the rules ask, no duplicate, verify clean, no \
+        plaintext in the store. A failure prints its \
         seed; the same seed replays it exactly (--save writes it as a scenario fixture). \
         Seeds are independent and run --jobs at a time (default: one per core); each seed's run \
         is the same whatever the job count. Exit 1 if any seed fails. Progress on stderr when \

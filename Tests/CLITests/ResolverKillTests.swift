@@ -21,12 +21,12 @@ import VaultModel
 /// until a run finishes on its own. Between a kill and the restart another device may flip an
 /// item's favourite flag (the server copy changes under a half-done resolution) and a one-shot
 /// fault (lost response, 5xx) may wait for the next run. A last run, unkilled and without
-/// faults, must end with nothing pending. Then DESIGN §9 is checked against the emulator's
+/// faults, must end with nothing pending. Then the simulation's invariants are checked against the emulator's
 /// state, read through its admin route and decrypted with the user's key: every version the
 /// user saved last is on the server, active or as a backup, and every password typed offline
-/// is recoverable (§9.2); no two server items alike and no item's name twice (§9.3); nothing
-/// pending (§9.4); the local store holds exactly the server's items; `verify` clean and no
-/// typed password in the store's files (§9.5–6).
+/// is recoverable; no two server items alike and no item's name twice; nothing
+/// pending; the local store holds exactly the server's items; `verify` clean and no
+/// typed password in the store's files.
 ///
 /// `make test` runs 60 kills, `make torture` 1,000 (`VAULTLOG_RESOLVER_KILLS`).
 /// `VAULTLOG_RESOLVER_KILL_SEED` picks other workloads and kill delays (the moments also depend
@@ -55,7 +55,7 @@ import VaultModel
         var touches = 0
         var faults = 0
         var failedAttempts = 0
-        /// DESIGN §9 violations found in the server's state and the store.
+        /// Invariant violations found in the server's state and the store.
         var violations: [String] = []
         /// Runs that ended otherwise than killed or done (errors, time-outs).
         var problems: [String] = []
@@ -93,7 +93,7 @@ import VaultModel
             try workload.prepare(binary: binary)
             return try workload.violations(server: server)
         }
-        #expect(violations.contains { $0.hasPrefix("invariant 4") }, "\(violations)")
+        #expect(violations.contains { $0.hasPrefix("invariant 5") }, "\(violations)")
         #expect(violations.contains { $0.hasPrefix("invariant 2") }, "\(violations)")
     }
 
@@ -298,7 +298,7 @@ import VaultModel
                          failedAttempts: failed, output: output)
         }
 
-        /// DESIGN §9.2–9.6 against the server's state (admin route, decrypted here) and the store.
+        /// The invariants against the server's state (admin route, decrypted here) and the store.
         func violations(server: ServeProcess) throws -> [String] {
             let prepared = try prepared()
             var violations: [String] = []

@@ -4,7 +4,7 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 
-/// The resolver's decision matrix (DESIGN §6) as a table over the pure decide functions.
+/// The resolver's decision matrix (`Docs/Resolution.md`) as a table over the pure decide functions.
 @Suite struct DecisionMatrixTests {
     static let key = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 77))
     static let t0 = BitwardenDate(ticksSince1970: 17_672_256_000_000_000)

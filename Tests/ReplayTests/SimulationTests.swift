@@ -8,7 +8,7 @@ import Darwin
 #endif
 
 /// Deterministic simulation: seeded random scenarios (offline periods, edits, another device,
-/// lock/unlock, 5xx, lost responses, crashes) checked against DESIGN §9. `make test` runs 500
+/// lock/unlock, 5xx, lost responses, crashes) checked against the invariants of `Simulation.check`. `make test` runs 500
 /// seeds (`VAULTLOG_SIM_SEEDS` changes that); `make torture` runs 10,000 through `vaultlog simulate`.
 /// A failure names its seed:
 /// `vaultlog simulate --seeds N` replays it, `--save FILE` keeps it as a fixture. The chunks run
