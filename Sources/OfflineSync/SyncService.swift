@@ -45,7 +45,7 @@ public enum SyncResult: Sendable, Equatable {
 /// ```swift
 /// let sync = SyncService(store: store, server: client, resolver: resolver)
 /// switch try await sync.fetchSync(userId: uid) {
-/// case .applied: break
+/// case .applied, .upToDate: break
 /// case .aborted(let count, let reasons, _): show("\(count) changes still pending", reasons)
 /// }
 /// ```

@@ -144,15 +144,19 @@ public struct ScenarioFault: Codable, Sendable, Equatable {
     /// A substring of the path; `{ref}` is replaced by the item's current server id.
     public var path: String?
     public var status: Int?
+    /// With `failNext`: answer `status` with these raw bytes instead of the server's error body
+    /// (a proxy in front of the server, such as an HTML 403); the request is not applied.
+    public var body: String?
     public var clear: Bool?
 
     public init(failNext: Int? = nil, dropResponseAfterApply: Int? = nil, method: String? = nil, path: String? = nil,
-                status: Int? = nil, clear: Bool? = nil) {
+                status: Int? = nil, body: String? = nil, clear: Bool? = nil) {
         self.failNext = failNext
         self.dropResponseAfterApply = dropResponseAfterApply
         self.method = method
         self.path = path
         self.status = status
+        self.body = body
         self.clear = clear
     }
 }

@@ -546,7 +546,8 @@ final class Run: @unchecked Sendable {
         }
         let route = RouteMatcher(method: fault.method, path: path)
         if let n = fault.failNext {
-            emulator.faults.failNext(n, matching: route, with: .status(fault.status ?? 500))
+            let status = fault.status ?? 500
+            emulator.faults.failNext(n, matching: route, with: fault.body.map { .reply(status: status, body: $0) } ?? .status(status))
         } else if let n = fault.dropResponseAfterApply {
             emulator.faults.dropResponseAfterApplying(next: n, matching: route)
         } else {

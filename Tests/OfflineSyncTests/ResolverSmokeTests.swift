@@ -54,7 +54,8 @@ import VaultModel
         h.server.fail(with: NotConnectedError())
         _ = try await h.repository().updateCipher(edited)
         let r = resolver(h) { $0.maxAttempts = 2; $0.backoffBase = 10; $0.jitter = 0 }
-        h.server.fail(with: NotConnectedError(), times: 10)
+        // The server answers (503): counted attempts. (A server out of reach never dead-letters.)
+        h.server.fail(with: HTTPStatusError(status: 503), times: 10)
         var report = try await r.processPendingChanges(userId: h.userId)
         #expect(report.items.map(\.outcome) == [.failed])
         // Not due yet: skipped without a server call.
