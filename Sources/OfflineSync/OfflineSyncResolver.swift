@@ -584,6 +584,7 @@ public final class OfflineSyncResolver: Sendable {
             return copy
         }
         let view = try source.decrypt(userKey: run.userKey)
+        if side == .local, let earlier = try await adoptEarlierLocalBackup(&item, holding: view, run: run) { return earlier }
         var backup = view.withNewCipherKey(random: store.dependencies.random)
         backup.id = nil
         backup.name = BackupName.conflict(view.name, at: timestamp)
@@ -599,6 +600,42 @@ public final class OfflineSyncResolver: Sendable {
             cipher: stored, purpose: "backup", sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
         item.report.backupIds.append(created.id ?? "")
         return created
+    }
+
+    /// Copies planned for an earlier version whose POST may have reached the server (the
+    /// answer was lost, then the user saved again, e.g. a trash move): each one found on the
+    /// server is recorded as made, so the same content is never posted twice. Returns them.
+    private func adoptEarlierPlans(_ item: inout Item, where wanted: (OutcomeBody) -> Bool, run: RunContext) async throws -> [Cipher] {
+        let confirmed = Set(item.steps.filter { $0.type == .backupCreated }.compactMap(\.outcome.marker))
+        let open = item.steps.filter { $0.type == .createPlanned && wanted($0.outcome) && !confirmed.contains($0.outcome.marker ?? "") }
+        var adopted: [Cipher] = []
+        for plan in open {
+            guard let marker = plan.outcome.marker.flatMap({ try? EncString($0) }),
+                  let found = try await run.index.find([marker]) else { continue }
+            var stored = found
+            stored.extra = [:]
+            try await record(&item, .backupCreated, OutcomeBody(
+                at: now, backupId: found.id, backupOf: plan.outcome.backupOf, marker: plan.outcome.marker,
+                reason: "a copy whose answer was lost, found on the server", cipher: stored, purpose: plan.outcome.purpose,
+                sourceRevisionDate: plan.outcome.sourceRevisionDate, sourceSequence: plan.outcome.sourceSequence), run: run)
+            item.report.backupIds.append(found.id ?? "")
+            adopted.append(found)
+        }
+        return adopted
+    }
+
+    /// An earlier local backup found on the server that holds the same content as `view`.
+    private func adoptEarlierLocalBackup(_ item: inout Item, holding view: CipherView, run: RunContext) async throws -> Cipher? {
+        let adopted = try await adoptEarlierPlans(&item, where: { $0.purpose == "backup" && $0.backupOf == .local }, run: run)
+        return try adopted.first { Self.sameContent(try $0.decrypt(userKey: run.userKey), view) }
+    }
+
+    /// Whether two versions hold the same things a user typed (names and dates aside).
+    static func sameContent(_ a: CipherView, _ b: CipherView) -> Bool {
+        a.type == b.type && a.notes == b.notes && a.folderId == b.folderId
+            && a.login?.username == b.login?.username && a.login?.password == b.login?.password
+            && (a.passwordHistory ?? []).compactMap(\.password) == (b.passwordHistory ?? []).compactMap(\.password)
+            && (a.fields ?? []).map { [$0.name, $0.value] } == (b.fields ?? []).map { [$0.name, $0.value] }
     }
 
     /// POSTs `payload` at most once per plan: announces it with `createPlanned` (its encrypted
@@ -631,8 +668,12 @@ public final class OfflineSyncResolver: Sendable {
     /// that is neither in the latest version (password or its 5-entry history) nor in a copy
     /// kept on the server (`alsoPreservedBy`) goes into a password-overflow backup, five per
     /// copy, newest first. Returns the copies made.
-    private func preserveOverflowPasswords(_ item: inout Item, alsoPreservedBy kept: [Cipher], run: RunContext) async throws -> [Cipher] {
+    private func preserveOverflowPasswords(_ item: inout Item, alsoPreservedBy given: [Cipher], run: RunContext) async throws -> [Cipher] {
         guard item.change.offlinePasswordChangeCount > 0 else { return [] }
+        // Every copy already on the server for this change keeps what it holds (overflow copies
+        // made for an earlier version too, and one whose answer was lost).
+        _ = try await adoptEarlierPlans(&item, where: { $0.purpose?.hasPrefix("passwordOverflow") == true }, run: run)
+        let kept = given + recordedBackups(item)
         var typed: [(password: String, lastUsed: BitwardenDate?)] = []
         for (index, sequence) in item.change.versionSequences.enumerated() {
             guard let version = try store.event(at: sequence, userId: run.userId)?.operation else { continue }

@@ -58,9 +58,11 @@ public struct ScenarioItem: Codable, Sendable, Equatable {
     /// Old passwords, newest first: the history an item already has (items on the server
     /// before the first step; an edit replaces the history only when given).
     public var passwordHistory: [String]?
+    /// A folder by its ref (a `createFolder` step's): the item is put in that folder.
+    public var folder: String?
 
     public init(type: String? = nil, name: String? = nil, notes: String? = nil, username: String? = nil,
-                password: String? = nil, folderId: String? = nil, passwordHistory: [String]? = nil) {
+                password: String? = nil, folderId: String? = nil, passwordHistory: [String]? = nil, folder: String? = nil) {
         self.type = type
         self.name = name
         self.notes = notes
@@ -68,6 +70,7 @@ public struct ScenarioItem: Codable, Sendable, Equatable {
         self.password = password
         self.folderId = folderId
         self.passwordHistory = passwordHistory
+        self.folder = folder
     }
 }
 
@@ -97,6 +100,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `anotherDevice` | `ref`, `item` | another device edits the server copy |
 /// | `anotherDeviceDelete` | `ref` | another device permanently deletes it |
 /// | `anotherDeviceCreate` | `ref`, `item` | another device adds an item |
+/// | `createFolder` | `ref` | another device adds a folder; items name it by `folder` |
 /// | `lock` / `unlock` | | the user's vault |
 /// | `sync` | | `SyncService.fetchSync` (resolves first) |
 /// | `resolve` | | `OfflineSyncResolver.processPendingChanges` |
@@ -197,15 +201,18 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
     public var passwordHistory: [String]?
     /// In the trash.
     public var deleted: Bool?
+    /// The folder's ref (a `createFolder` step's), when the item is in one.
+    public var folder: String?
 
     public init(name: String? = nil, namePrefix: String? = nil, password: String? = nil, notes: String? = nil,
-                passwordHistory: [String]? = nil, deleted: Bool? = nil) {
+                passwordHistory: [String]? = nil, deleted: Bool? = nil, folder: String? = nil) {
         self.name = name
         self.namePrefix = namePrefix
         self.password = password
         self.notes = notes
         self.passwordHistory = passwordHistory
         self.deleted = deleted
+        self.folder = folder
     }
 
     public var description: String {
@@ -216,6 +223,7 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
         if let notes { parts.append("notes=\(notes.debugDescription)") }
         if let passwordHistory { parts.append("history=\(passwordHistory)") }
         if let deleted { parts.append("deleted=\(deleted)") }
+        if let folder { parts.append("folder=\(folder.debugDescription)") }
         return "{" + parts.joined(separator: ", ") + "}"
     }
 }

@@ -136,7 +136,8 @@ public struct ScenarioRunner: Sendable {
     }
 
     static func specificity(_ e: ScenarioItemExpectation) -> Int {
-        [e.name != nil, e.namePrefix != nil, e.password != nil, e.notes != nil, e.passwordHistory != nil, e.deleted != nil].filter { $0 }.count
+        [e.name != nil, e.namePrefix != nil, e.password != nil, e.notes != nil, e.passwordHistory != nil, e.deleted != nil,
+         e.folder != nil].filter { $0 }.count
     }
 
     static func matches(_ want: ScenarioItemExpectation, _ got: ScenarioItemExpectation) -> Bool {
@@ -146,6 +147,7 @@ public struct ScenarioRunner: Sendable {
         if let notes = want.notes, got.notes != notes { return false }
         if let history = want.passwordHistory, got.passwordHistory ?? [] != history { return false }
         if let deleted = want.deleted, (got.deleted ?? false) != deleted { return false }
+        if let folder = want.folder, got.folder != folder { return false }
         return true
     }
 }
@@ -227,6 +229,8 @@ final class Run: @unchecked Sendable {
     var pendingCrash: Int?
     /// Crashes so far (each reopen seeds its ids anew).
     var reopens: UInt64 = 0
+    /// Folder ref → the server's folder id.
+    var folders: [String: String] = [:]
 
     init(scenario: Scenario, runner: ScenarioRunner) async throws {
         self.scenario = scenario
@@ -269,7 +273,7 @@ final class Run: @unchecked Sendable {
             let stored = try await user.other.createCipher(encrypted)
             try store.applyLocal([.upsert(stored)], userId: user.userId)
             refs[entry.ref] = (user.ref, stored.id!)
-            journal.append(.init(step: -1, ref: entry.ref, action: "initial", content: Self.content(Self.view(entry.item)), offline: false,
+            journal.append(.init(step: -1, ref: entry.ref, action: "initial", content: content(Self.view(entry.item)), offline: false,
                                  pendingBefore: false, user: user.ref))
         }
     }
@@ -351,6 +355,15 @@ final class Run: @unchecked Sendable {
         if let username = item.username { view.login?.username = username }
         if let password = item.password { view.login?.password = password }
         if let folderId = item.folderId { view.folderId = folderId }
+    }
+
+    /// `item` with its `folder` ref turned into the folder's id.
+    func resolvingFolder(_ item: ScenarioItem, step: Int) throws -> ScenarioItem {
+        guard let ref = item.folder else { return item }
+        guard let id = folders[ref] else { throw ReplayError.badStep(index: step, reason: "unknown folder ref '\(ref)'") }
+        var resolved = item
+        resolved.folderId = id
+        return resolved
     }
 
     // MARK: Steps
@@ -435,7 +448,7 @@ final class Run: @unchecked Sendable {
         case "create":
             let user = try self.user(step.user, step: index)
             let pendingBefore = false
-            let result = try await repository(user).addCipher(Self.view(try item(step, index)))
+            let result = try await repository(user).addCipher(Self.view(try resolvingFolder(try item(step, index), step: index)))
             let cipher: Cipher?
             switch result {
             case .online(let c), .savedOffline(let c, _), .resolved(let c, _): cipher = c
@@ -443,7 +456,7 @@ final class Run: @unchecked Sendable {
             }
             guard let id = cipher?.id else { throw ReplayError.badStep(index: index, reason: "create returned no item") }
             refs[try ref(step, index)] = (user.ref, id)
-            journal.append(.init(step: index, ref: step.ref!, action: "create", content: Self.content(Self.view(try item(step, index))),
+            journal.append(.init(step: index, ref: step.ref!, action: "create", content: content(Self.view(try resolvingFolder(try item(step, index), step: index))),
                                  offline: result.isOffline, pendingBefore: pendingBefore, user: user.ref))
         case "update":
             let pendingBefore = isPending(try ref(step, index))
@@ -452,9 +465,9 @@ final class Run: @unchecked Sendable {
                 throw ReplayError.badStep(index: index, reason: "item '\(step.ref!)' is not in the local store")
             }
             var view = try local.decrypt(userKey: user.userKey)
-            Self.apply(try item(step, index), to: &view)
+            Self.apply(try resolvingFolder(try item(step, index), step: index), to: &view)
             let result = try await repository(user).updateCipher(view)
-            journal.append(.init(step: index, ref: step.ref!, action: "update", content: Self.content(view), offline: result.isOffline,
+            journal.append(.init(step: index, ref: step.ref!, action: "update", content: content(view), offline: result.isOffline,
                                  pendingBefore: pendingBefore, user: user.ref))
         case "softDelete":
             let pendingBefore = isPending(try ref(step, index))
@@ -477,12 +490,12 @@ final class Run: @unchecked Sendable {
             let current = try await user.other.getCipher(id: id)
             var view = try current.decrypt(userKey: user.userKey)
             let before = view
-            Self.apply(try item(step, index), to: &view)
+            Self.apply(try resolvingFolder(try item(step, index), step: index), to: &view)
             view = view.applyingPasswordHistory(original: before, now: BitwardenDate(clock.now))
             var encrypted = try view.encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index) &+ 1000))
             encrypted.id = id
             // Journaled before the request: a lost response may still have applied it.
-            journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: Self.content(view), offline: false,
+            journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: content(view), offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
             _ = try await user.other.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate)
         case "anotherDeviceDelete":
@@ -495,6 +508,11 @@ final class Run: @unchecked Sendable {
             let encrypted = try Self.view(try item(step, index)).encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index)))
             let stored = try await user.other.createCipher(encrypted)
             refs[try ref(step, index)] = (user.ref, stored.id!)
+        case "createFolder":
+            let user = try self.user(step.user, step: index)
+            let name = EncString.encrypt("folder \(try ref(step, index))", key: user.userKey,
+                                         random: SeededRandomSource(seed: seed &+ UInt64(index) &+ 3000))
+            folders[try ref(step, index)] = try await user.other.createFolder(name: name).id
         case "lock": store.lock(userId: try user(step.user, step: index).userId)
         case "unlock":
             let user = try self.user(step.user, step: index)
@@ -562,8 +580,15 @@ final class Run: @unchecked Sendable {
     /// Every item step that succeeded, in order.
     var journal: [ScenarioJournalEntry] = []
 
-    static func content(_ view: CipherView) -> ScenarioItem {
-        ScenarioItem(name: view.name, notes: view.notes, username: view.login?.username, password: view.login?.password)
+    func content(_ view: CipherView) -> ScenarioItem {
+        ScenarioItem(name: view.name, notes: view.notes, username: view.login?.username, password: view.login?.password,
+                     folder: folderRef(view.folderId))
+    }
+
+    /// The ref of a folder id (nil for none, or a folder no step created).
+    func folderRef(_ id: String?) -> String? {
+        guard let id else { return nil }
+        return folders.first { $0.value.lowercased() == id.lowercased() }?.key
     }
 
     func observe() async throws -> ScenarioExpectation {
@@ -594,7 +619,7 @@ final class Run: @unchecked Sendable {
                 let view = try cipher.decrypt(userKey: user.userKey)
                 return ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
                                                passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
-                                               deleted: view.deletedDate != nil)
+                                               deleted: view.deletedDate != nil, folder: folderRef(view.folderId))
             }.sorted { ($0.name ?? "", $0.password ?? "") < ($1.name ?? "", $1.password ?? "") }
         }
         return ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,

@@ -22,7 +22,7 @@ public enum Simulation {
     /// bursts of password changes followed by a trash move or a permanent delete, lost
     /// responses on every request type (creates and trash moves included), long offline
     /// periods with a failed sync every 30 minutes, dead-lettered items edited again, and items
-    /// that already have a password history.
+    /// that already have a password history; some items live in folders and move between them.
     public static func scenario(seed: UInt64, operations: Int = 40) -> Scenario {
         var rng = SplitMix64(seed: seed)
         func pick<T>(_ values: [T]) -> T { values[Int(rng.next() % UInt64(values.count))] }
@@ -56,6 +56,19 @@ public enum Simulation {
         }
 
         var steps: [ScenarioStep] = []
+        // Some users keep items in folders (backups must stay in the item's folder).
+        var folders: [String: [String]] = [:]
+        for user in users where chance(40) {
+            for n in 0..<(1 + Int(rng.next() % 2)) {
+                let ref = "f-\(user.ref)-\(n)"
+                folders[user.ref, default: []].append(ref)
+                steps.append(ScenarioStep("createFolder", user: user.ref, ref: ref))
+            }
+        }
+        func maybeFolder(_ user: String) -> String? {
+            guard let mine = folders[user], chance(40) else { return nil }
+            return pick(mine)
+        }
         var offline = false
         var locked: Set<String> = []
         // Failing answers injected at random, kept below the dead-letter limit (6) so that no
@@ -73,6 +86,7 @@ public enum Simulation {
             counter += 1
             var change = ScenarioItem()
             if passwordChange { change.password = password() } else { change.notes = "note \(counter)" }
+            if chance(30) { change.folder = maybeFolder(target.user) }
             steps.append(ScenarioStep("update", user: target.user, ref: target.ref, item: change, optional: true))
         }
         func trash(_ target: (ref: String, user: String), permanent: Bool) {
@@ -92,7 +106,9 @@ public enum Simulation {
                 let user = pick(users).ref
                 let ref = "i\(refs.count)"
                 refs.append((ref, user))
-                steps.append(ScenarioStep("create", user: user, ref: ref, item: newContent(ref), optional: true))
+                var item = newContent(ref)
+                item.folder = maybeFolder(user)
+                steps.append(ScenarioStep("create", user: user, ref: ref, item: item, optional: true))
             case 25..<43:
                 guard let target else { continue }
                 update(target, passwordChange: chance(70))
@@ -245,7 +261,8 @@ public enum Simulation {
                 guard let name = content.name, let itemName = item.name,
                       itemName == name || (trashed == nil && isCopy(item, of: name)) else { return false }
                 if let trashed, (item.deleted ?? false) != trashed { return false }
-                return item.password == content.password && item.notes == content.notes
+                // In its folder: backups and overflow copies keep the version's folder too.
+                return item.password == content.password && item.notes == content.notes && item.folder == content.folder
             }
         }
         var recoverable = Set<String>()
@@ -290,11 +307,13 @@ public enum Simulation {
                     violations.append("invariant 2: \(ref): a pending create trashed by the user is active on the server")
                 }
             case "softDelete":
-                // The version trashed: the last one saved before, by the user or (seen by the
-                // device since) by another device.
-                if let content = entries.last(where: { $0.content != nil && $0.step < last.step })?.content,
-                   !otherDeviceSince(refreshBefore: last.step, user: last.user), !holds(content, trashed: true) {
-                    violations.append("invariant 2: \(ref): trashed by the user, but its last version (\(content.password ?? "-"), \(content.notes ?? "-")) is not in the server's trash")
+                // The version trashed: the user's last one or, when a conflict kept another
+                // device's version, that one (the user's then lives on as a backup).
+                let mine = own.last(where: { $0.content != nil && $0.step < last.step })?.content
+                let theirs = other.filter { $0.step < last.step }.compactMap(\.content)
+                if let mine, !otherDeviceSince(refreshBefore: last.step, user: last.user),
+                   !([mine] + theirs).contains(where: { holds($0, trashed: true) }) {
+                    violations.append("invariant 2: \(ref): trashed by the user, but its last version (\(mine.password ?? "-"), \(mine.notes ?? "-")) is not in the server's trash")
                 }
             case "delete":
                 if let name, !otherDeviceSince(refreshBefore: last.step, user: last.user),
