@@ -24,7 +24,7 @@ struct ValidationErrors {
 }
 
 /// Checks a `CipherRequestModel` body as the Bitwarden server's DataAnnotations do
-/// (`reference/server-api.md` §3.1, §7.2).
+/// (as Bitwarden and Vaultwarden validate them; `Docs/Emulator.md`).
 enum CipherValidation {
     struct Rule {
         let wire: String

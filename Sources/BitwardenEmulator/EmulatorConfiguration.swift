@@ -3,7 +3,7 @@ import Logging
 import VaultCrypto
 
 /// Which server the emulator imitates. The routes and shapes are shared; the flavour decides
-/// the documented differences (`Docs/Emulator.md`, `reference/server-api.md` §9).
+/// the documented differences (`Docs/Emulator.md`).
 public enum EmulatorFlavor: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
     /// The official Bitwarden server: 404 for unknown or foreign ciphers, an absolute 1-second
     /// `lastKnownRevisionDate` tolerance, EncString validation with length limits, idempotent

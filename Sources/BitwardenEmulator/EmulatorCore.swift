@@ -617,7 +617,7 @@ final class EmulatorCore: Sendable {
         }
     }
 
-    /// The `lastKnownRevisionDate` check (`reference/server-api.md` §5).
+    /// The `lastKnownRevisionDate` check (1-second absolute tolerance; `Docs/Emulator.md`).
     private func staleCheck(server: Int64, lastKnown: String) -> EmulatorResponse? {
         switch flavor {
         case .bitwarden:

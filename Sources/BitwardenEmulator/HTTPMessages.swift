@@ -52,7 +52,7 @@ public struct EmulatorResponse: Sendable, Error {
     static func empty(_ status: Int = 200) -> EmulatorResponse { EmulatorResponse(status: status) }
 }
 
-/// Error bodies in each server's shape (`reference/server-api.md` §6).
+/// Error bodies in each server's shape (`Docs/Emulator.md`).
 enum ErrorBodies {
     /// Bitwarden's `ErrorResponseModel`, or Vaultwarden's `err!` body.
     static func error(_ flavor: EmulatorFlavor, status: Int, message: String, validation: ValidationErrors? = nil) -> EmulatorResponse {

@@ -18,7 +18,7 @@ public enum ServerErrorKind: Sendable, Equatable {
 }
 
 /// An error that knows its ``ServerErrorKind``. Errors that do not conform are treated as
-/// ``ServerErrorKind/unavailable`` (the seeds' denylist: everything unknown means offline).
+/// ``ServerErrorKind/unavailable`` (the denylist: everything unknown means offline).
 public protocol ClassifiedServerError: Error {
     var serverErrorKind: ServerErrorKind { get }
     /// Whether the request may have reached the server, so it may have been applied although

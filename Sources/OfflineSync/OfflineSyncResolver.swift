@@ -8,7 +8,7 @@ public struct ResolverOptions: Sendable {
     /// Items resolved at the same time (different ciphers; one item's steps stay in order).
     /// Resolution is bound by server round trips (2 per item), so 16 in flight turns 1,000
     /// items at 20 ms latency from ~40 s into a few seconds without loading a server more than a
-    /// browser tab does. 1 reproduces the seeds' serial algorithm and makes the log
+    /// browser tab does. 1 reproduces the serial algorithm and makes the log
     /// byte-for-byte reproducible.
     public var concurrency = 16
     /// Failed attempts after which an item becomes a dead letter: still pending, reported,

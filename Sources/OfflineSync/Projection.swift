@@ -2,7 +2,7 @@ import EventLog
 import VaultCrypto
 import VaultModel
 
-/// What the server must be told about an item (the seeds' `PendingCipherChangeType`).
+/// What the server must be told about an item (`PendingCipherChangeType` in the Bitwarden iOS design this follows).
 public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
     case create, update, softDelete, hardDelete
 

@@ -40,7 +40,7 @@ public enum SyncResult: Sendable, Equatable {
 /// 3. anything still pending → abort, appending `syncAborted` with the count and reasons;
 /// 4. otherwise fetch `/api/sync` and replace the local store, only if the log's last
 ///    sequence is still the one seen at the count, checked inside the same write
-///    transaction (closes the seeds' SS-2 race: an edit saved meanwhile is never overwritten).
+///    transaction (closes the race between counting and replacing: an edit saved meanwhile is never overwritten).
 ///
 /// ```swift
 /// let sync = SyncService(store: store, server: client, resolver: resolver)
@@ -69,7 +69,7 @@ public final class SyncService: Sendable {
     static let maxReplaceAttempts = 3
 
     /// Resolves pending changes, then syncs unless something is still pending. Like the
-    /// seeds' `needsSync`: with `forceSync` the server's items are always fetched; without it the
+    /// a Bitwarden client's `needsSync`: with `forceSync` the server's items are always fetched; without it the
     /// fetch is skipped (``SyncResult/upToDate(resolution:)``) when the account's revision date
     /// (`GET /api/accounts/revision-date`) is not newer than the last applied sync. Pending
     /// changes are resolved first either way.

@@ -287,7 +287,7 @@ public enum Simulation {
                 return other.contains { $0.step > since }
             }
 
-            // Trash moves of a create that was still pending: like the seeds' rule, a create
+            // Trash moves of a create that was still pending: as the engine's rule has it, a create
             // that never reached the server is removed locally when trashed (one that may have
             // reached it is trashed there), so these steps destroy the item as far as the
             // server is concerned.

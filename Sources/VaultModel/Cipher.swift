@@ -219,7 +219,7 @@ public struct Cipher: Codable, Sendable, Equatable {
     }
 }
 
-/// The `CipherRequestModel` body (§4.2 of the format notes).
+/// The `CipherRequestModel` body (Bitwarden's cipher request body).
 private struct CipherRequest: Encodable {
     let cipher: Cipher
     let lastKnownRevisionDate: BitwardenDate?

@@ -40,7 +40,7 @@ struct AuthTests {
         }
     }
 
-    /// bitwarden-formats.md T8: the published account logs in and unlocks exactly its user key.
+    /// Bitwarden's public test account (vector T8): the published account logs in and unlocks exactly its user key.
     /// 600,000 PBKDF2 iterations run twice (client login, and the expected hash once here).
     @Test func login_t8FullAccountVector_unlocksThePublishedUserKey() async throws {
         let protectedKey = try EncString(

@@ -4,12 +4,12 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 
-/// The server rejected the request (the seeds' `ServerError`: an error model in the body).
+/// The server rejected the request (Bitwarden's `ServerError`: an error model in the body).
 struct TestServerError: ClassifiedServerError, Equatable {
     var serverErrorKind: ServerErrorKind { .rejected }
 }
 
-/// An HTTP status the client saw (the seeds' `ResponseValidationError`).
+/// An HTTP status the client saw (Bitwarden's `ResponseValidationError`).
 struct HTTPStatusError: ClassifiedServerError, Equatable {
     let status: Int
     var serverErrorKind: ServerErrorKind { status >= 500 ? .unavailable : (status == 404 ? .notFound : .rejected) }
@@ -17,7 +17,7 @@ struct HTTPStatusError: ClassifiedServerError, Equatable {
     var serverAnswered: Bool { true }
 }
 
-/// A transport failure (the seeds' `URLError(.notConnectedToInternet)`).
+/// A transport failure (`URLError(.notConnectedToInternet)`).
 struct NotConnectedError: ClassifiedServerError, Equatable {
     var serverErrorKind: ServerErrorKind { .unavailable }
     /// No connection: the request never left (a create that failed so is certainly not on the server).

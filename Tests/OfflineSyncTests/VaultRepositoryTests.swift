@@ -4,7 +4,7 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 
-/// The seeds' VaultRepositoryTests table (`001_*.txt` §12, `002_*.txt`), one test per row.
+/// The repository's behaviour table (the original iOS design's VaultRepositoryTests), one test per row.
 @Suite struct VaultRepositoryTests {
     static let disabledChanges = OfflineSyncFlags(offlineChanges: false, resolution: true)
     static let disabledResolution = OfflineSyncFlags(offlineChanges: true, resolution: false)

@@ -5,7 +5,7 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 
-/// Beyond the seeds: crash at every step, lost responses, another device writing between our
+/// Beyond the original design: crash at every step, lost responses, another device writing between our
 /// read and our write, password overflow, dead letters, concurrency.
 @Suite struct CrashAndConcurrencyTests {
     typealias H = ResolverHarness

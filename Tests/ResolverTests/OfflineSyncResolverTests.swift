@@ -5,8 +5,8 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 
-/// The seeds' OfflineSyncResolverTests table (`001_*.txt` §13), one test per row, against the
-/// emulator over loopback HTTP. Names follow the seeds' behaviours.
+/// The resolver's behaviour table (the original iOS design's OfflineSyncResolverTests), one test per row, against the
+/// emulator over loopback HTTP. Names follow those behaviours.
 @Suite struct OfflineSyncResolverTests {
     typealias H = ResolverHarness
 
@@ -330,7 +330,7 @@ import VaultModel
 
     // MARK: Bad data: the server refuses it, the item stays pending, others resolve
 
-    /// A name too long for the server's limits (the seeds' "corrupt cipher data": a payload
+    /// A name too long for the server's limits ("corrupt cipher data": a payload
     /// that cannot be sent as it is).
     static let overlongName = String(repeating: "x", count: 3000)
 
@@ -361,7 +361,7 @@ import VaultModel
         #expect(try h.pending(good) == nil)
     }
 
-    /// The seeds' "nil cipher data": an operation body without its snapshot cannot exist in a
+    /// "Nil cipher data": an operation body without its snapshot cannot exist in a
     /// sealed log written by VaultLog; one that does (a foreign writer) is refused with an
     /// error naming the sequence, and nothing is sent.
     @Test(arguments: [VaultEventType.created, .updated])

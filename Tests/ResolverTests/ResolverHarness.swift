@@ -74,7 +74,7 @@ final class ResolverHarness: @unchecked Sendable {
         VaultRepository(store: store, userId: userId, server: client, flags: flags)
     }
 
-    /// The seeds' serial resolver unless configured otherwise; short backoff.
+    /// The serial resolver unless configured otherwise; short backoff.
     func resolver(server: (any CipherServer)? = nil, _ configure: (inout ResolverOptions) -> Void = { _ in }) -> OfflineSyncResolver {
         var options = ResolverOptions()
         options.concurrency = 1

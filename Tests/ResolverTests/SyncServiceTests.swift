@@ -4,7 +4,7 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 
-/// The seeds' SyncServiceTests table (`001_*.txt` §14) plus the SS-2 race, against the
+/// The sync behaviour table (the original iOS design's SyncServiceTests) plus the count/replace race, against the
 /// emulator over loopback HTTP.
 @Suite struct SyncServiceTests {
     typealias H = ResolverHarness
@@ -121,7 +121,7 @@ import VaultModel
     }
 }
 
-/// `forceSync`, as the seeds' `needsSync`: a non-forced sync fetches only when the account
+/// `forceSync`, as a Bitwarden client's `needsSync`: a non-forced sync fetches only when the account
 /// changed since the last applied sync; a forced one always fetches. Resolution runs first
 /// either way.
 @Suite struct ForceSyncTests {

@@ -2,7 +2,7 @@ import Testing
 import Foundation
 @testable import VaultCrypto
 
-/// Public test vectors from `reference/bitwarden-formats.md` §3 (Bitwarden SDK and clients).
+/// Public test vectors of the Bitwarden SDK and clients.
 @Suite struct BitwardenVectorTests {
     static let t1Key: [UInt8] = Array(0..<64)
     static let t1IV: [UInt8] = [216, 218, 36, 0, 196, 186, 150, 85, 49, 147, 110, 168, 185, 227, 42, 172]

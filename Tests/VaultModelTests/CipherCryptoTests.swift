@@ -93,7 +93,7 @@ struct CipherCryptoTests {
     }
 
     @Test func referenceVectorT2_decryptsTheNameInsideACipher() throws {
-        // Test vector T2 (bitwarden-formats.md §3, sdk-internal traits/decryptable.rs).
+        // Test vector T2 (Bitwarden SDK, sdk-internal traits/decryptable.rs).
         let json = """
         {"object":"cipherDetails","id":"t2","type":2,"key":null,"secureNote":{"type":0},
          "name":"2.fkvl0+sL1lwtiOn1eewsvQ==|dT0TynLl8YERZ8x7dxC+DQ==|cWhiRSYHOi/AA2LiV/JBJWbO9C7pbUpOM6TMAcV47hE=",

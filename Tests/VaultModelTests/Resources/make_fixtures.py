@@ -3,7 +3,7 @@
 
 User key (64 bytes) = SHA-512("vaultlog fixture user key"); cipher key = SHA-512("vaultlog
 fixture cipher key"). Type-2 EncStrings: AES-256-CBC/PKCS7 + HMAC-SHA256(iv || ct), as in
-reference/bitwarden-formats.md section 1.4. Run from this directory.
+Bitwarden's cipher JSON format. Run from this directory.
 """
 import base64, hashlib, hmac, json
 from cryptography.hazmat.primitives import padding

@@ -6,7 +6,7 @@ import CFuzzerDriver
 import Foundation
 import VaultCrypto
 
-/// Bitwarden SDK vector T2's key (`reference/bitwarden-formats.md` §3).
+/// Bitwarden SDK vector T2's key (public).
 let key = try! SymmetricCryptoKey(base64: "sJnO8rVi0dTwND43n0T9x7665s8mVUYNAaJ4nm7gx1iia1I7947URL60nwfIHaf9QJePO4VkNN0oT9jh4iC6aA==")
 
 @_cdecl("LLVMFuzzerTestOneInput")
