@@ -702,17 +702,17 @@ public final class OfflineSyncResolver: Sendable {
         let size = CipherView.maxPasswordHistoryEntries
         let parts = stride(from: 0, to: overflow.count, by: size).map { Array(overflow[$0..<min($0 + size, overflow.count)]) }
         var copies: [Cipher] = []
+        // Copies already on the server hold their passwords (they are in `kept`), so these
+        // parts are only what is still missing: numbered after the copies recorded so far, so a
+        // new part never takes an earlier part's plan for its own.
+        let earlier = Set(item.steps.filter { $0.type == .backupCreated && $0.outcome.purpose?.hasPrefix("passwordOverflow") == true }
+            .compactMap(\.outcome.marker)).count
         for (number, entries) in parts.enumerated() {
-            let purpose = "passwordOverflow-\(number + 1)"
-            if let done = item.steps.last(where: { $0.type == .backupCreated && $0.outcome.purpose == purpose
-                                                    && $0.outcome.sourceSequence == item.latestSequence }),
-               let copy = done.outcome.cipher {
-                copies.append(copy)
-                continue
-            }
+            let part = earlier + number + 1
+            let purpose = "passwordOverflow-\(part)"
             var copy = latestView.withNewCipherKey(random: store.dependencies.random)
             copy.id = nil
-            copy.name = BackupName.passwordOverflow(latestView.name, at: item.change.updatedAt, part: number + 1, of: parts.count)
+            copy.name = BackupName.passwordOverflow(latestView.name, at: item.change.updatedAt, part: part, of: earlier + parts.count)
             copy.attachments = nil
             copy.revisionDate = nil
             copy.creationDate = nil

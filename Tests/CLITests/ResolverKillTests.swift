@@ -196,6 +196,10 @@ import VaultModel
         let store: String
         let passwordFile: String
         let journalFile: String
+        /// The encrypted names of the items "another device" touched, one per line: the
+        /// checks count those items as touched by another device (a conflict may drop a delete
+        /// or make a backup there).
+        let touchesFile: String
         let server: ServeProcess
 
         init(seed: UInt64, server: ServeProcess, dir: TemporaryDirectory) throws {
@@ -206,6 +210,7 @@ import VaultModel
             store = dir.file("store-\(seed)")
             passwordFile = dir.file("password-\(seed).txt")
             journalFile = dir.file("journal-\(seed).json")
+            touchesFile = dir.file("touches-\(seed).txt")
             try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
             let account = try server.admin("POST", "accounts", body: ["email": email, "password": password, "iterations": 5000])
             guard let userId = (account as? [String: Any])?["userId"] as? String else {
@@ -257,6 +262,15 @@ import VaultModel
                 // A permanent delete the killed worker sent just before it died reached the
                 // server after the listing: the item is gone, nothing to touch.
                 return false
+            }
+            if let name = item["name"] as? String {
+                let handle = FileHandle(forWritingAtPath: touchesFile) ?? {
+                    FileManager.default.createFile(atPath: touchesFile, contents: nil)
+                    return FileHandle(forWritingAtPath: touchesFile)!
+                }()
+                handle.seekToEndOfFile()
+                handle.write(Data((name + "\n").utf8))
+                handle.closeFile()
             }
             return true
         }
@@ -322,7 +336,15 @@ import VaultModel
                                                passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
                                                deleted: view.deletedDate != nil)
             }
-            violations += Simulation.check(journal: prepared.journal, pending: ["u1": pending], server: ["u1": items])
+            // Another device's touches (after every step of the workload) join the journal.
+            var journal = prepared.journal
+            let touched = ((try? String(contentsOfFile: touchesFile, encoding: .utf8)) ?? "").split(separator: "\n")
+            for (index, line) in touched.enumerated() {
+                guard let name = try? EncString(String(line)).decryptString(key: userKey),
+                      let ref = prepared.journal.first(where: { $0.content?.name == name })?.ref else { continue }
+                journal.append(ScenarioJournalEntry(step: 1_000_000 + index, ref: ref, action: "anotherDevice", content: nil, offline: false))
+            }
+            violations += Simulation.check(journal: journal, pending: ["u1": pending], server: ["u1": items])
             // A create posted twice carries the item's own name twice, whatever was edited
             // afterwards. (Backups add a suffix with the losing side's time to the second: a
             // server copy and a local version of one item backed up in the same second share a
