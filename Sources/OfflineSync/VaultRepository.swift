@@ -142,7 +142,7 @@ public final class VaultRepository: Sendable {
     @discardableResult
     public func updateCipher(_ original: CipherView) async throws -> SaveResult {
         guard let rawId = original.id else { throw OfflineSyncError.missingCipherId }
-        let id = try currentId(rawId)
+        let (id, state) = try current(rawId)
         var view = original
         view.id = id
         let userKey = try store.userKey(userId: userId)
@@ -155,7 +155,7 @@ public final class VaultRepository: Sendable {
             edited = view.applyingPasswordHistory(original: previous, now: now)
         }
         let encrypted = try edited.encrypt(userKey: userKey, random: store.dependencies.random)
-        if try pendingState().pending[id] != nil {
+        if state.pending[id] != nil {
             guard offlineAllowed else {
                 var fresh = original
                 (fresh.id, fresh.revisionDate) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: original.revisionDate)
@@ -230,7 +230,13 @@ public final class VaultRepository: Sendable {
     /// it edits the server's copy — except while the item's pending state still lives under
     /// an id of the chain (a create mapped but not resolved): then that id. Needs the vault unlocked.
     func currentId(_ id: String) throws -> String {
-        try Self.currentId(id, idMap: store.projection(userId: userId).idMap, pending: pendingState().pending)
+        try current(id).id
+    }
+
+    /// ``currentId(_:)`` and the header state it was decided on, read once for the operation.
+    private func current(_ rawId: String) throws -> (id: String, state: HeaderProjection) {
+        let state = try pendingState()
+        return (Self.currentId(rawId, idMap: try store.projection(userId: userId).idMap, pending: state.pending), state)
     }
 
     /// The id to act on for `id`: the id of its chain (temporary id → server id → re-created
@@ -271,7 +277,7 @@ public final class VaultRepository: Sendable {
     @discardableResult
     public func softDeleteCipher(_ original: CipherView) async throws -> SaveResult {
         guard let rawId = original.id else { throw OfflineSyncError.missingCipherId }
-        let id = try currentId(rawId)
+        let (id, state) = try current(rawId)
         let userKey = try store.userKey(userId: userId)
         let isOrgCipher = original.organizationId != nil
         var trashed: Cipher
@@ -283,7 +289,6 @@ public final class VaultRepository: Sendable {
             trashed = try view.encrypt(userKey: userKey, random: store.dependencies.random)
         }
         trashed.deletedDate = now
-        let state = try pendingState()
         if state.pending[id] != nil, !offlineAllowed {
             var fresh = original
             (fresh.id, fresh.revisionDate) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: original.revisionDate)
@@ -324,8 +329,7 @@ public final class VaultRepository: Sendable {
     /// event keeps its last version (so a conflict can still restore or back it up).
     @discardableResult
     public func deleteCipher(id rawId: String) async throws -> SaveResult {
-        let id = try currentId(rawId)
-        let state = try pendingState()
+        let (id, state) = try current(rawId)
         let pendingSnapshot = state.pending[id] == nil ? nil : try store.projection(userId: userId).pending[id]?.latest
         let known = try store.localCipher(userId: userId, id: id) ?? pendingSnapshot
         if state.pending[id] != nil, !offlineAllowed {
