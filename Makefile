@@ -7,13 +7,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps build demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
 
-# liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target.
+# liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target;
+# libargon2-dev provides argon2.h, libargon2.so and libargon2.pc for CArgon2 (Argon2id accounts).
 deps:
-	@if ! pkg-config --exists lmdb; then \
-		echo "Installing liblmdb-dev (LMDB headers and pkg-config file)..." >&2; \
-		$(SUDO) apt-get update -qq >&2 && $(SUDO) apt-get install -y -qq liblmdb-dev pkg-config >&2; \
+	@if ! pkg-config --exists lmdb || ! pkg-config --exists libargon2; then \
+		echo "Installing liblmdb-dev and libargon2-dev (LMDB and Argon2 headers and pkg-config files)..." >&2; \
+		$(SUDO) apt-get update -qq >&2 && $(SUDO) apt-get install -y -qq liblmdb-dev libargon2-dev pkg-config >&2; \
 	fi
 	@pkg-config --exists lmdb || { echo "error: liblmdb-dev is still missing; install it with 'apt-get install liblmdb-dev'" >&2; exit 1; }
+	@pkg-config --exists libargon2 || { echo "error: libargon2-dev is still missing; install it with 'apt-get install libargon2-dev'" >&2; exit 1; }
 
 build: deps
 	$(SWIFT) build
@@ -59,11 +61,14 @@ torture: deps
 	@grep -h "^fuzz total" $(TORTURE_LOGS)/fuzz.log
 
 # The Bitwarden-compatible emulator on loopback with a demo account (Ctrl-C stops it).
-# PORT=0 picks a free port; FLAVOR=vaultwarden imitates Vaultwarden; ADMIN_TOKEN enables /admin.
+# PORT=0 picks a free port; FLAVOR=vaultwarden imitates Vaultwarden; KDF=argon2id makes the
+# account an Argon2id one; ADMIN_TOKEN enables /admin. The password and the token reach the
+# emulator through its environment (VAULTLOG_PASSWORD, VAULTLOG_ADMIN_TOKEN), never its argv.
 serve: deps
-	$(SWIFT) run vaultlog serve --port $${PORT:-8087} --flavor $${FLAVOR:-bitwarden} \
-		--account $${ACCOUNT:-demo@example.com:demo-password} --iterations $${ITERATIONS:-5000} \
-		$${ADMIN_TOKEN:+--admin-token $$ADMIN_TOKEN}
+	VAULTLOG_PASSWORD="$${PASSWORD:-demo-password}" $${ADMIN_TOKEN:+VAULTLOG_ADMIN_TOKEN="$$ADMIN_TOKEN"} \
+		$(SWIFT) run vaultlog serve --port $${PORT:-8087} --flavor $${FLAVOR:-bitwarden} \
+		--account $${ACCOUNT:-demo@example.com} --kdf $${KDF:-pbkdf2} \
+		$$( [ "$${KDF:-pbkdf2}" = pbkdf2 ] && echo --iterations $${ITERATIONS:-5000} )
 
 # Benchmarks (Benchmarks/, its own package: GRDB and the rest stay out of the library products).
 # Release build; each comparison runs its contenders interleaved in one process run and prints

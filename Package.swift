@@ -31,10 +31,19 @@ let package = Package(
         ),
         .target(name: "LMDB", dependencies: ["CLMDB"]),
 
+        // Argon2id from Debian's libargon2-dev (the reference implementation), never vendored.
+        .systemLibrary(
+            name: "CArgon2",
+            path: "Sources/CArgon2",
+            pkgConfig: "libargon2",
+            providers: [.apt(["libargon2-dev"]), .brew(["argon2"])]
+        ),
+
         // Bitwarden-compatible cryptography and the vault item model.
         .target(
             name: "VaultCrypto",
             dependencies: [
+                "CArgon2",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]

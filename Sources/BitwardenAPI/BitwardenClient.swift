@@ -36,20 +36,39 @@ public final class BitwardenClient: CipherServer, Sendable {
 
     /// Creates a client; nothing is sent until the first call.
     public init(configuration: BitwardenClientConfiguration) {
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.timeoutIntervalForRequest = configuration.timeout
-        sessionConfiguration.httpMaximumConnectionsPerHost = configuration.maximumConnectionsPerHost
-        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        sessionConfiguration.urlCache = nil
-        sessionConfiguration.httpCookieStorage = nil
-        sessionConfiguration.httpShouldSetCookies = false
-        session = URLSession(configuration: sessionConfiguration)
+        session = Self.sharedSession(timeout: configuration.timeout, maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
         logger = configuration.logger
         state = Mutex(State(configuration: configuration))
     }
 
-    deinit {
-        session.invalidateAndCancel()
+    /// URL sessions shared by every client of the process with the same settings, and never
+    /// invalidated. FoundationNetworking on Linux tears a session down (its libcurl multi handle
+    /// and the dispatch sources watching its sockets) with races that can crash the process in
+    /// libdispatch; a process that creates and releases thousands of clients (the simulation,
+    /// an app re-logging in) hit it. A session holds no state of a client: each request carries
+    /// its own token and timeout, and cookies and caches are off.
+    private static let sessions = Mutex<[SessionKey: URLSession]>([:])
+
+    private struct SessionKey: Hashable {
+        let timeout: TimeInterval
+        let maximumConnectionsPerHost: Int
+    }
+
+    private static func sharedSession(timeout: TimeInterval, maximumConnectionsPerHost: Int) -> URLSession {
+        sessions.withLock { sessions in
+            let key = SessionKey(timeout: timeout, maximumConnectionsPerHost: maximumConnectionsPerHost)
+            if let session = sessions[key] { return session }
+            let sessionConfiguration = URLSessionConfiguration.ephemeral
+            sessionConfiguration.timeoutIntervalForRequest = timeout
+            sessionConfiguration.httpMaximumConnectionsPerHost = maximumConnectionsPerHost
+            sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            sessionConfiguration.urlCache = nil
+            sessionConfiguration.httpCookieStorage = nil
+            sessionConfiguration.httpShouldSetCookies = false
+            let session = URLSession(configuration: sessionConfiguration)
+            sessions[key] = session
+            return session
+        }
     }
 
     // MARK: Configuration and session
@@ -84,14 +103,30 @@ public final class BitwardenClient: CipherServer, Sendable {
         let configuration = state.withLock { $0.configuration }
         let preloginBody = try JSONSerialization.data(withJSONObject: ["email": email])
         let preloginData = try await send("POST", .identity, "/accounts/prelogin", body: preloginBody, authorized: false)
-        guard let prelogin = LooseJSON(preloginData), let kdfType = prelogin.int("kdf"), let iterations = prelogin.int("kdfIterations"),
-              let kdf = try? KdfConfig(kdfType: kdfType, iterations: iterations, memoryMiB: prelogin.int("kdfMemory"),
-                                       parallelism: prelogin.int("kdfParallelism")) else {
-            throw malformed("POST identity/accounts/prelogin", "the prelogin reply has no usable kdf/kdfIterations")
+        let preloginRoute = "POST identity/accounts/prelogin"
+        guard let prelogin = LooseJSON(preloginData) else { throw malformed(preloginRoute, "the prelogin reply is not a JSON object") }
+        func field(_ name: String) throws -> Int? {
+            guard prelogin.has(name) else { return nil }
+            guard let value = prelogin.int(name) else {
+                throw malformed(preloginRoute, "'\(name)' in the prelogin reply is not a whole number that fits in 64 bits")
+            }
+            return value
         }
+        guard let kdfType = try field("kdf"), let iterations = try field("kdfIterations") else {
+            throw malformed(preloginRoute, "the prelogin reply has no kdf/kdfIterations")
+        }
+        let kdf: KdfConfig
+        do {
+            kdf = try KdfConfig(kdfType: kdfType, iterations: iterations, memoryMiB: try field("kdfMemory"),
+                                parallelism: try field("kdfParallelism"))
+        } catch let error as VaultCryptoError {
+            throw malformed(preloginRoute, "the server asks for KDF settings VaultLog refuses: \(error)")
+        }
+        // Newer servers may name the master-password salt; it is the email for every account today.
+        let salt = prelogin.string("salt").flatMap { $0.isEmpty ? nil : $0 }
         let masterKey: MasterKey
         do {
-            masterKey = try MasterKey.derive(password: password, email: email, kdf: kdf)
+            masterKey = try MasterKey.derive(password: password, salt: MasterKey.salt(email: email, preloginSalt: salt), kdf: kdf)
         } catch {
             throw BitwardenAPIError(kind: .rejected, status: nil, message: "cannot derive the master key: \(error)",
                                     route: "login")
@@ -122,7 +157,7 @@ public final class BitwardenClient: CipherServer, Sendable {
         }
         state.withLock { $0.tokens = tokens }
         logger.debug("bitwarden-api: logged in", metadata: ["user": "\(userId)"])
-        return LoginResult(userId: userId, email: email, userKey: userKey, kdf: kdf, protectedUserKey: protectedKey,
+        return LoginResult(userId: userId, email: email, userKey: userKey, kdf: kdf, salt: salt, protectedUserKey: protectedKey,
                            privateKey: reply.string("PrivateKey").flatMap { try? EncString($0) }, tokens: tokens)
     }
 
@@ -238,6 +273,12 @@ public final class BitwardenClient: CipherServer, Sendable {
         while url.hasSuffix("/") { url.removeLast() }
         guard let requestURL = URL(string: url + path) else {
             throw BitwardenAPIError(kind: .rejected, status: nil, message: "invalid URL \(url + path)", route: route)
+        }
+        guard configuration.permits(requestURL) else {
+            throw BitwardenAPIError(kind: .rejected, status: nil, message:
+                "refusing plain http to \(requestURL.host ?? url): the master-password hash and tokens would cross the network "
+                + "unencrypted; use https, or allow it explicitly (allowInsecureHTTP, vaultlog's --insecure-http)",
+                route: route, requestMayHaveArrived: false)
         }
         for attempt in 0..<2 {
             var request = URLRequest(url: requestURL, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: configuration.timeout)

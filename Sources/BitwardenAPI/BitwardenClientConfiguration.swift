@@ -68,6 +68,9 @@ public struct BitwardenClientConfiguration: Sendable {
     public var now: @Sendable () -> Date
     /// Where requests and failures are logged (never tokens or keys).
     public var logger: Logger
+    /// Whether plain `http://` to a host other than loopback is allowed. Off by default: the
+    /// master-password hash and the tokens would cross the network in clear.
+    public var allowInsecureHTTP = false
 
     /// Creates a configuration.
     public init(
@@ -92,6 +95,21 @@ public struct BitwardenClientConfiguration: Sendable {
         self.maximumConnectionsPerHost = maximumConnectionsPerHost
         self.now = now
         self.logger = logger
+    }
+
+    /// Whether `url` may be used: `https`, or `http` to a loopback host (127.0.0.0/8, ::1,
+    /// localhost), or any `http` when ``allowInsecureHTTP`` is set.
+    public func permits(_ url: URL) -> Bool {
+        guard url.scheme?.lowercased() == "http" else { return true }
+        return allowInsecureHTTP || Self.isLoopback(host: url.host ?? "")
+    }
+
+    /// Whether `host` names this machine's loopback interface.
+    public static func isLoopback(host: String) -> Bool {
+        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     /// A self-hosted (or Vaultwarden, or emulator) server at `base`.

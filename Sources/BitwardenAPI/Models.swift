@@ -32,6 +32,8 @@ public struct LoginResult: Sendable, CustomStringConvertible {
     public let userKey: SymmetricCryptoKey
     /// The account's KDF settings (from prelogin).
     public let kdf: KdfConfig
+    /// The master-password salt prelogin named, when it named one; nil means the email.
+    public let salt: String?
     /// The user key wrapped by the stretched master key (`Key`), for offline unlock.
     public let protectedUserKey: EncString
     /// The RSA private key wrapped by the user key (`PrivateKey`), if the account has one.
@@ -108,9 +110,18 @@ struct LooseJSON {
 
     func string(_ key: String) -> String? { values[key.lowercased()] as? String }
 
+    /// A whole number, exactly: nil for a fraction, for a value beyond 64 bits (`1e300`) or for
+    /// a string (never a wrapped or truncated value).
     func int(_ key: String) -> Int? {
-        if let n = values[key.lowercased()] as? NSNumber { return n.intValue }
-        if let i = values[key.lowercased()] as? Int { return i }
-        return nil
+        guard let value = values[key.lowercased()] else { return nil }
+        if let i = value as? Int { return i }   // bridges only when exact
+        guard let d = value as? Double, d.isFinite, d.rounded() == d else { return nil }
+        return Int(exactly: d)
+    }
+
+    /// Whether the object has `key` (any casing) with a non-null value.
+    func has(_ key: String) -> Bool {
+        guard let value = values[key.lowercased()] else { return false }
+        return !(value is NSNull)
     }
 }

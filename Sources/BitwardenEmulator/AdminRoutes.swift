@@ -39,9 +39,9 @@ extension BitwardenEmulator {
             return .json(200, faultsJSON())
         }
         if r.matches("POST", "faults/latency") {
-            guard let latency = number(body["latency"] ?? .integer(0)), latency >= 0,
-                  let jitter = number(body["jitter"] ?? .integer(0)), jitter >= 0 else {
-                return bad("latency and jitter: expected non-negative numbers of seconds.")
+            guard let latency = number(body["latency"] ?? .integer(0)), (0...600).contains(latency),
+                  let jitter = number(body["jitter"] ?? .integer(0)), (0...600).contains(jitter) else {
+                return bad("latency and jitter: expected numbers of seconds between 0 and 600.")
             }
             faults.setLatency(latency, jitter: jitter)
             return .json(200, faultsJSON())
@@ -50,15 +50,15 @@ extension BitwardenEmulator {
             guard let rate = number(body["rate"] ?? .null), (0...1).contains(rate) else {
                 return bad("rate: expected a probability between 0 and 1.")
             }
-            let status = number(body["status"] ?? .integer(503)).map(Int.init) ?? 503
-            guard (400...599).contains(status) else { return bad("status: expected an HTTP error status (400-599).") }
+            guard let status = wholeNumber(body["status"], default: 503), (400...599).contains(status) else { return bad("status: expected an HTTP error status (400-599).") }
             let route = body["route"]?.stringValue.map(RouteMatcher.init) ?? .any
             faults.setErrorRate(rate, status: status, matching: route)
             return .json(200, faultsJSON())
         }
         if r.matches("POST", "faults/fail-next") {
-            let count = number(body["count"] ?? .integer(1)).map(Int.init) ?? 0
-            guard count > 0 else { return bad("count: expected a positive integer.") }
+            guard let count = wholeNumber(body["count"], default: 1), (1...1_000_000).contains(count) else {
+                return bad("count: expected a whole number from 1 to 1000000.")
+            }
             guard let route = body["route"]?.stringValue else { return bad("route: expected a pattern such as \"PUT /api/ciphers/*\".") }
             let failure: InjectedFailure
             switch body["failure"] {
@@ -84,9 +84,26 @@ extension BitwardenEmulator {
             guard let email = body["email"]?.stringValue, let password = body["password"]?.stringValue else {
                 return bad("email and password: expected strings.")
             }
-            let iterations = number(body["iterations"] ?? .integer(600_000)).map(Int.init) ?? 600_000
+            let kdf: KdfConfig
+            switch body["kdf"]?.stringValue ?? "pbkdf2" {
+            case "pbkdf2":
+                guard let iterations = wholeNumber(body["iterations"], default: KdfConfig.pbkdf2DefaultIterations) else {
+                    return bad("iterations: expected a whole number (PBKDF2: \(KdfConfig.pbkdf2Iterations.lowerBound)-\(KdfConfig.pbkdf2Iterations.upperBound)).")
+                }
+                kdf = .pbkdf2(iterations: iterations)
+            case "argon2id":
+                guard let iterations = wholeNumber(body["iterations"], default: KdfConfig.argon2DefaultIterations),
+                      let memory = wholeNumber(body["memory"], default: KdfConfig.argon2DefaultMemoryMiB),
+                      let parallelism = wholeNumber(body["parallelism"], default: KdfConfig.argon2DefaultParallelism) else {
+                    return bad("iterations, memory (MiB) and parallelism: expected whole numbers.")
+                }
+                kdf = .argon2id(iterations: iterations, memoryMiB: memory, parallelism: parallelism)
+            case let other:
+                return bad("kdf: expected \"pbkdf2\" or \"argon2id\", got \"\(other)\".")
+            }
             do {
-                return .json(200, accountJSON(try createAccount(email: email, password: password, iterations: iterations)))
+                try kdf.validate()
+                return .json(200, accountJSON(try createAccount(email: email, password: password, kdf: kdf)))
             } catch {
                 return bad("\(error)")
             }
@@ -126,6 +143,16 @@ extension BitwardenEmulator {
         switch value {
         case .integer(let i): Double(i)
         case .double(let d): d
+        default: nil
+        }
+    }
+
+    /// A whole number that fits in `Int`, `fallback` when absent, nil otherwise (`1e300`, `2.5`, text).
+    private func wholeNumber(_ value: JSONValue?, default fallback: Int) -> Int? {
+        switch value {
+        case nil, .null?: fallback
+        case .integer(let i)?: Int(exactly: i)
+        case .double(let d)? where d.isFinite && d.rounded() == d: Int(exactly: d)
         default: nil
         }
     }

@@ -160,7 +160,14 @@ public final class BitwardenEmulator: Sendable {
     /// - Throws: ``EmulatorError/accountExists(_:)`` or a KDF error.
     @discardableResult
     public func createAccount(email: String, password: String, iterations: Int = 600_000) throws -> EmulatorAccount {
-        let kdf = KdfConfig.pbkdf2(iterations: iterations)
+        try createAccount(email: email, password: password, kdf: .pbkdf2(iterations: iterations))
+    }
+
+    /// Creates an account whose master key is derived with `kdf` (PBKDF2 or Argon2id; checked
+    /// against Bitwarden's ranges first).
+    @discardableResult
+    public func createAccount(email: String, password: String, kdf: KdfConfig) throws -> EmulatorAccount {
+        try kdf.validate()
         let masterKey = try MasterKey.derive(password: password, email: email, kdf: kdf)
         let userKey = SymmetricCryptoKey.generate(using: configuration.random)
         let protected = masterKey.encryptUserKey(userKey, random: configuration.random)
@@ -185,6 +192,7 @@ public final class BitwardenEmulator: Sendable {
                               name: String? = nil) throws -> EmulatorAccount {
         let email = email.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !email.isEmpty else { throw EmulatorError.invalidArgument("email must not be empty") }
+        try kdf.validate()
         var iterations = 0, memory: Int?, parallelism: Int?
         switch kdf {
         case .pbkdf2(let i): iterations = i
@@ -321,14 +329,17 @@ public final class BitwardenEmulator: Sendable {
 
     // MARK: State file
 
-    /// Writes the whole state (accounts with their keys, ciphers, folders, tokens) as JSON.
-    /// The file holds key material: it is for test and demo vaults only.
+    /// Writes the state (accounts with their keys, ciphers, folders, live refresh tokens) as
+    /// JSON, in a file only its owner can read (0600). The file holds key material: it is for
+    /// test and demo vaults only. Expired refresh tokens are not written.
     public func save(to path: String) throws {
-        let snapshot = core.state.withLock { $0 }
+        let now = core.nowTicks()
+        var snapshot = core.state.withLock { $0 }
+        snapshot.refreshTokens = snapshot.refreshTokens.filter { $0.value.expiresTicks > now }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         do {
-            try encoder.encode(snapshot).write(to: URL(fileURLWithPath: path), options: .atomic)
+            try SecretFile.write(Array(try encoder.encode(snapshot)), to: path)
         } catch {
             throw EmulatorError.stateFile(path, "cannot write: \(error)")
         }
@@ -350,6 +361,17 @@ public final class BitwardenEmulator: Sendable {
         }
         guard loaded.formatVersion == 1 else {
             throw EmulatorError.stateFile(path, "format version \(loaded.formatVersion) is not supported (expected 1)")
+        }
+        guard let signingKey = Base64.decode(loaded.signingKey), signingKey.count >= 32 else {
+            throw EmulatorError.stateFile(path, "signingKey must be the base64 of at least 32 random bytes (a shorter key makes access tokens forgeable)")
+        }
+        for account in loaded.accounts.values {
+            do {
+                try KdfConfig(kdfType: account.kdfType, iterations: account.kdfIterations,
+                              memoryMiB: account.kdfMemory, parallelism: account.kdfParallelism).validate()
+            } catch {
+                throw EmulatorError.stateFile(path, "account \(account.email): \(error)")
+            }
         }
         core.state.withLock { $0 = loaded }
     }

@@ -88,12 +88,16 @@ public struct StoredAccount: Codable, Sendable, Equatable {
     public var kdf: KdfConfig
     /// The user key wrapped by the stretched master key (`Key` of the token response).
     public var protectedUserKey: EncString
+    /// The master-password salt the server named at prelogin, when it named one; nil (absent in
+    /// records written before it existed) means the email.
+    public var salt: String?
 
-    public init(userId: String, email: String, kdf: KdfConfig, protectedUserKey: EncString) {
+    public init(userId: String, email: String, kdf: KdfConfig, protectedUserKey: EncString, salt: String? = nil) {
         self.userId = userId
         self.email = email
         self.kdf = kdf
         self.protectedUserKey = protectedUserKey
+        self.salt = salt
     }
 }
 
@@ -154,11 +158,13 @@ public final class VaultLogStore: Sendable {
     }
 
     /// Unlocks with the master password: derives the master key, unwraps the protected user key.
-    /// A wrong password fails with `VaultCryptoError.authenticationFailed` and changes nothing.
+    /// A wrong password fails with `VaultCryptoError.authenticationFailed` and changes nothing;
+    /// KDF settings out of Bitwarden's ranges fail with `VaultCryptoError.invalidKdfParameters`
+    /// before any derivation.
     @discardableResult
     public func unlock(userId: String, email: String, masterPassword: String, kdf: KdfConfig,
-                       protectedUserKey: EncString) throws -> SymmetricCryptoKey {
-        let master = try MasterKey.derive(password: masterPassword, email: email, kdf: kdf)
+                       protectedUserKey: EncString, salt: String? = nil) throws -> SymmetricCryptoKey {
+        let master = try MasterKey.derive(password: masterPassword, salt: MasterKey.salt(email: email, preloginSalt: salt), kdf: kdf)
         let userKey = try master.decryptUserKey(protectedUserKey)
         unlock(userId: userId, userKey: userKey)
         return userKey
@@ -209,7 +215,7 @@ public final class VaultLogStore: Sendable {
             throw OfflineSyncError.unknownAccount(email)
         }
         try unlock(userId: account.userId, email: account.email, masterPassword: masterPassword,
-                   kdf: account.kdf, protectedUserKey: account.protectedUserKey)
+                   kdf: account.kdf, protectedUserKey: account.protectedUserKey, salt: account.salt)
         return account.userId
     }
 

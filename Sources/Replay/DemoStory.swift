@@ -9,7 +9,8 @@ import VaultModel
 /// against the embedded emulator, any Bitwarden-compatible server, and as a fixture.
 public enum DemoStory {
     /// The scenario for `user` (against a real server its account must exist).
-    public static func scenario(email: String, password: String, exactNames: Bool = true) -> Scenario {
+    /// `kdf` is how the embedded emulator derives the account's master key (nil: PBKDF2, 5,000 iterations).
+    public static func scenario(email: String, password: String, exactNames: Bool = true, kdf: KdfConfig? = nil) -> Scenario {
         func step(_ action: String, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil) -> ScenarioStep {
             ScenarioStep(action, ref: ref, item: item, seconds: seconds)
         }
@@ -55,7 +56,7 @@ public enum DemoStory {
             name: "demo",
             description: "The vaultlog demo story: offline edits, conflicts both ways, deletes, and nothing lost.",
             seed: 2026,
-            users: [ScenarioUser(ref: "me", email: email, password: password)],
+            users: [ScenarioUser(ref: "me", email: email, password: password, kdf: kdf)],
             server: [
                 ScenarioServerItem(ref: "email", item: ScenarioItem(name: "VaultLog demo: Email", notes: "recovery codes v1", username: "me@example.com", password: "email-0")),
                 ScenarioServerItem(ref: "bank", item: ScenarioItem(name: "VaultLog demo: Bank", username: "me", password: "bank-0")),

@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 
 /// A replay scenario: plaintext JSON a test author writes (or `vaultlog demo --record`
 /// writes), run deterministically by ``ScenarioRunner`` against the in-process emulator with a
@@ -38,11 +39,16 @@ public struct ScenarioUser: Codable, Sendable, Equatable {
     public var ref: String
     public var email: String
     public var password: String
+    /// How the emulator derives the account's master key; default PBKDF2 with 5,000 iterations
+    /// (fast). JSON: `{"pbkdf2": {"iterations": 5000}}` or
+    /// `{"argon2id": {"iterations": 2, "memoryMiB": 16, "parallelism": 1}}`.
+    public var kdf: KdfConfig?
 
-    public init(ref: String, email: String, password: String) {
+    public init(ref: String, email: String, password: String, kdf: KdfConfig? = nil) {
         self.ref = ref
         self.email = email
         self.password = password
+        self.kdf = kdf
     }
 }
 

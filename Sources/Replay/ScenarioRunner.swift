@@ -56,6 +56,8 @@ public struct ScenarioRunner: Sendable {
     public var server: ScenarioServer = .embedded
     /// Leave the embedded emulator running after the run (it is in the outcome).
     public var keepServerRunning = false
+    /// Allow a ``ScenarioServer/remote(_:)`` server over plain `http` that is not on loopback.
+    public var allowInsecureHTTP = false
     /// Where the run's components log (default: warnings and worse only, so a replay's output
     /// is its result).
     public var logger: Logger = {
@@ -258,24 +260,30 @@ final class Run: @unchecked Sendable {
             "vaultlog-replay-\(scenario.name.filter { $0.isLetter || $0.isNumber || $0 == "-" })-\(UUID().uuidString.prefix(8))")
         store = try Self.openStore(storePath, clock: clock, seed: seed, realTime: emulator == nil, logger: runner.logger)
         for user in scenario.users ?? [ScenarioUser(ref: "alice", email: "alice@example.com", password: "alice's master password")] {
-            try emulator?.createAccount(email: user.email, password: user.password, iterations: 5000)
+            try emulator?.createAccount(email: user.email, password: user.password, kdf: user.kdf ?? .pbkdf2(iterations: 5000))
             let client = BitwardenClient(configuration: clientConfiguration())
             let login = try await client.login(email: user.email, password: user.password)
             let other = BitwardenClient(configuration: clientConfiguration())
             _ = try await other.login(email: user.email, password: user.password)
-            try store.saveAccount(StoredAccount(userId: login.userId, email: user.email, kdf: login.kdf, protectedUserKey: login.protectedUserKey))
+            try store.saveAccount(StoredAccount(userId: login.userId, email: user.email, kdf: login.kdf, protectedUserKey: login.protectedUserKey, salt: login.salt))
             store.unlock(userId: login.userId, userKey: login.userKey)
             users.append(User(ref: user.ref, email: user.email, userId: login.userId, userKey: login.userKey, client: client, other: other))
         }
         for (index, entry) in (scenario.server ?? []).enumerated() {
             let user = try self.user(entry.user, step: -1)
-            let encrypted = try Self.view(entry.item).encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ 11 &+ UInt64(index)))
+            let encrypted = try Self.view(entry.item).encrypt(userKey: user.userKey, random: random(11 &+ UInt64(index)))
             let stored = try await user.other.createCipher(encrypted)
             try store.applyLocal([.upsert(stored)], userId: user.userId)
             refs[entry.ref] = (user.ref, stored.id!)
             journal.append(.init(step: -1, ref: entry.ref, action: "initial", content: content(Self.view(entry.item)), offline: false,
                                  pendingBefore: false, user: user.ref))
         }
+    }
+
+    /// Randomness for IVs and keys of "another device": seeded against the embedded emulator
+    /// (the run repeats byte for byte), the system's CSPRNG against a real server.
+    func random(_ offset: UInt64) -> any RandomSource {
+        emulator == nil ? SystemRandomSource() : SeededRandomSource(seed: seed &+ offset)
     }
 
     static func openStore(_ path: String, clock: OfflineSync.ManualClock, seed: UInt64, realTime: Bool = false,
@@ -291,6 +299,7 @@ final class Run: @unchecked Sendable {
     func clientConfiguration() -> BitwardenClientConfiguration {
         var configuration = BitwardenClientConfiguration.selfHosted(serverURL)
         configuration.logger = runner.logger
+        configuration.allowInsecureHTTP = runner.allowInsecureHTTP
         return configuration
     }
 
@@ -492,7 +501,7 @@ final class Run: @unchecked Sendable {
             let before = view
             Self.apply(try resolvingFolder(try item(step, index), step: index), to: &view)
             view = view.applyingPasswordHistory(original: before, now: BitwardenDate(clock.now))
-            var encrypted = try view.encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index) &+ 1000))
+            var encrypted = try view.encrypt(userKey: user.userKey, random: random(UInt64(index) &+ 1000))
             encrypted.id = id
             // Journaled before the request: a lost response may still have applied it.
             journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: content(view), offline: false,
@@ -505,13 +514,13 @@ final class Run: @unchecked Sendable {
             try await user.other.deleteCipher(id: id)
         case "anotherDeviceCreate":
             let user = try self.user(step.user, step: index)
-            let encrypted = try Self.view(try item(step, index)).encrypt(userKey: user.userKey, random: SeededRandomSource(seed: seed &+ UInt64(index)))
+            let encrypted = try Self.view(try item(step, index)).encrypt(userKey: user.userKey, random: random(UInt64(index)))
             let stored = try await user.other.createCipher(encrypted)
             refs[try ref(step, index)] = (user.ref, stored.id!)
         case "createFolder":
             let user = try self.user(step.user, step: index)
             let name = EncString.encrypt("folder \(try ref(step, index))", key: user.userKey,
-                                         random: SeededRandomSource(seed: seed &+ UInt64(index) &+ 3000))
+                                         random: random(UInt64(index) &+ 3000))
             folders[try ref(step, index)] = try await user.other.createFolder(name: name).id
         case "lock": store.lock(userId: try user(step.user, step: index).userId)
         case "unlock":

@@ -2,19 +2,38 @@ import Crypto
 import _CryptoExtras
 
 /// Key-derivation settings of an account, as prelogin and the token response report them.
+///
+/// Every derivation checks ``validate()`` first, so a prelogin answer, a stored account or an
+/// import with absurd settings gets a clear error instead of a crash or an hours-long derivation.
 public enum KdfConfig: Sendable, Hashable, Codable, CustomStringConvertible {
     /// PBKDF2-HMAC-SHA256 (wire `kdf: 0`).
     case pbkdf2(iterations: Int)
-    /// Argon2id (wire `kdf: 1`); memory in MiB. Not implemented by this build: deriving a key
-    /// with it throws ``VaultCryptoError/unsupportedKdf(_:)``.
+    /// Argon2id version 0x13 (wire `kdf: 1`); memory in MiB.
     case argon2id(iterations: Int, memoryMiB: Int, parallelism: Int)
 
+    /// The PBKDF2 iteration counts accepted (Bitwarden's prelogin minimum to its maximum).
+    public static let pbkdf2Iterations = 5_000...2_000_000
+    /// Below this many PBKDF2 iterations Bitwarden warns that the account is weak.
+    public static let pbkdf2RecommendedIterations = 600_000
+    /// The Argon2id iteration counts accepted.
+    public static let argon2Iterations = 2...10
+    /// The Argon2id memory sizes accepted, in MiB.
+    public static let argon2MemoryMiB = 16...1_024
+    /// The Argon2id parallelism accepted.
+    public static let argon2Parallelism = 1...16
+
     /// Bitwarden's minimum accepted PBKDF2 iteration count.
-    public static let pbkdf2MinimumIterations = 5000
+    public static let pbkdf2MinimumIterations = pbkdf2Iterations.lowerBound
     /// Bitwarden's default for new accounts.
     public static let pbkdf2DefaultIterations = 600_000
     /// The default: PBKDF2 with 600,000 iterations.
     public static let `default` = KdfConfig.pbkdf2(iterations: pbkdf2DefaultIterations)
+    /// Bitwarden's web-vault defaults for new Argon2id accounts: 3 iterations, 64 MiB, parallelism 4.
+    public static let argon2DefaultIterations = 3
+    public static let argon2DefaultMemoryMiB = 64
+    public static let argon2DefaultParallelism = 4
+    public static let argon2idDefault = KdfConfig.argon2id(
+        iterations: argon2DefaultIterations, memoryMiB: argon2DefaultMemoryMiB, parallelism: argon2DefaultParallelism)
 
     /// The wire `KdfType` number.
     public var kdfType: Int {
@@ -24,16 +43,47 @@ public enum KdfConfig: Sendable, Hashable, Codable, CustomStringConvertible {
         }
     }
 
-    /// Builds the config from the wire fields (`kdf`, `kdfIterations`, `kdfMemory`, `kdfParallelism`).
+    /// Builds the config from the wire fields (`kdf`, `kdfIterations`, `kdfMemory`,
+    /// `kdfParallelism`) and checks it with ``validate()``. Argon2id without memory or
+    /// parallelism takes Bitwarden's defaults (64 MiB, 4).
     public init(kdfType: Int, iterations: Int, memoryMiB: Int? = nil, parallelism: Int? = nil) throws {
         switch kdfType {
         case 0:
             self = .pbkdf2(iterations: iterations)
         case 1:
-            self = .argon2id(iterations: iterations, memoryMiB: memoryMiB ?? 64, parallelism: parallelism ?? 4)
+            self = .argon2id(iterations: iterations, memoryMiB: memoryMiB ?? Self.argon2DefaultMemoryMiB,
+                             parallelism: parallelism ?? Self.argon2DefaultParallelism)
         default:
-            throw VaultCryptoError.unsupportedKdf("type \(kdfType)")
+            throw VaultCryptoError.unsupportedKdf("type \(kdfType) (known: 0 = PBKDF2-SHA256, 1 = Argon2id)")
         }
+        try validate()
+    }
+
+    /// Throws ``VaultCryptoError/invalidKdfParameters(_:)`` naming the value and the accepted
+    /// range when a setting is outside what Bitwarden accepts.
+    public func validate() throws {
+        func check(_ name: String, _ value: Int, _ range: ClosedRange<Int>, unit: String = "") throws {
+            guard range.contains(value) else {
+                throw VaultCryptoError.invalidKdfParameters(
+                    "\(name) \(value)\(unit) is outside the accepted range \(range.lowerBound)–\(range.upperBound)\(unit)")
+            }
+        }
+        switch self {
+        case .pbkdf2(let iterations):
+            try check("PBKDF2 iterations", iterations, Self.pbkdf2Iterations)
+        case .argon2id(let iterations, let memory, let parallelism):
+            try check("Argon2id iterations", iterations, Self.argon2Iterations)
+            try check("Argon2id memory", memory, Self.argon2MemoryMiB, unit: " MiB")
+            try check("Argon2id parallelism", parallelism, Self.argon2Parallelism)
+        }
+    }
+
+    /// A warning for settings Bitwarden accepts but calls weak (PBKDF2 below 600,000
+    /// iterations), or nil.
+    public var weaknessWarning: String? {
+        guard case .pbkdf2(let iterations) = self, iterations < Self.pbkdf2RecommendedIterations else { return nil }
+        return "PBKDF2 with \(iterations) iterations is weak: Bitwarden recommends at least \(Self.pbkdf2RecommendedIterations) "
+            + "(change it in the web vault under Settings → Security → Keys)"
     }
 
     public var description: String {
@@ -60,18 +110,24 @@ public struct MasterKey: Sendable, CustomStringConvertible {
 
     /// Derives the master key: PBKDF2-SHA256(password, salt = email trimmed and lowercased).
     public static func derive(password: String, email: String, kdf: KdfConfig) throws -> MasterKey {
-        let salt = Array(email.trimmingWhitespace().lowercased().utf8)
-        return try derive(password: password, salt: salt, kdf: kdf)
+        try derive(password: password, salt: salt(email: email), kdf: kdf)
     }
 
-    /// Derives the master key from an explicit salt (prelogin may return one).
+    /// The KDF salt: the salt prelogin named, or else the email trimmed and lowercased.
+    public static func salt(email: String, preloginSalt: String? = nil) -> [UInt8] {
+        Array((preloginSalt ?? email.trimmingWhitespace().lowercased()).utf8)
+    }
+
+    /// Derives the master key from an explicit salt (prelogin may return one). The settings are
+    /// checked with ``KdfConfig/validate()`` before any work.
+    ///
+    /// - PBKDF2-SHA256(password, salt, iterations), 32 bytes.
+    /// - Argon2id v0x13(password, SHA-256(salt), iterations, memory MiB × 1024 KiB, parallelism),
+    ///   32 bytes, as Bitwarden derives it.
     public static func derive(password: String, salt: [UInt8], kdf: KdfConfig) throws -> MasterKey {
+        try kdf.validate()
         switch kdf {
         case .pbkdf2(let iterations):
-            guard iterations >= KdfConfig.pbkdf2MinimumIterations else {
-                throw VaultCryptoError.invalidKdfParameters(
-                    "PBKDF2 needs at least \(KdfConfig.pbkdf2MinimumIterations) iterations, got \(iterations)")
-            }
             do {
                 let key = try KDF.Insecure.PBKDF2.deriveKey(
                     from: Array(password.utf8), salt: salt, using: .sha256,
@@ -80,8 +136,12 @@ public struct MasterKey: Sendable, CustomStringConvertible {
             } catch {
                 throw VaultCryptoError.primitiveFailure("PBKDF2: \(error)")
             }
-        case .argon2id:
-            throw VaultCryptoError.unsupportedKdf(kdf.description)
+        case .argon2id(let iterations, let memoryMiB, let parallelism):
+            let saltHash = Array(SHA256.hash(data: salt))
+            let bytes = try Argon2id.hash(
+                password: Array(password.utf8), salt: saltHash, iterations: iterations,
+                memoryKiB: memoryMiB * 1024, parallelism: parallelism, outputByteCount: 32)
+            return MasterKey(key: SymmetricKey(data: bytes))
         }
     }
 

@@ -36,7 +36,7 @@ public enum VaultCryptoError: Error, Equatable, Sendable, CustomStringConvertibl
         case .invalidUTF8:
             return "decrypted bytes are not valid UTF-8"
         case .unsupportedKdf(let name):
-            return "unsupported KDF \(name): this build of VaultLog implements PBKDF2-SHA256 only; change the account's KDF to PBKDF2 in the Bitwarden web vault, or use a build with Argon2id support"
+            return "unsupported KDF \(name): VaultLog implements PBKDF2-SHA256 and Argon2id; check the server's prelogin answer or the stored account"
         case .invalidKdfParameters(let reason):
             return "invalid KDF parameters: \(reason)"
         case .primitiveFailure(let reason):

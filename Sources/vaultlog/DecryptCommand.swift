@@ -14,6 +14,10 @@ struct Decrypt: ParsableCommand {
         The plaintext is printed as UTF-8 text; --base64 prints the raw bytes as base64 instead \
         (for keys and binary data).
 
+        Give a real key with --key-file (the base64 in a file): --key puts the key on the command \
+        line, where every user of the machine can read it (ps, /proc/PID/cmdline) and the shell \
+        history keeps it. --key is for published test vectors.
+
         Example (a Bitwarden SDK test vector):
           vaultlog decrypt --key AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Pw== \\
             '2.2NokAMS6llUxk26oueMqrA==|6k0QD71SJLy2WEBDkV4esiTrgkP/z7eoSedSesGLGYE=|PE4sb0jpAwZW+tnyPuW43eeWvSxjvdw3xMJlPGbDlYI='
@@ -21,8 +25,12 @@ struct Decrypt: ParsableCommand {
         """
     )
 
-    @Option(help: ArgumentHelp("The key: base64 of 64 bytes (type 2) or 32 bytes (type 0).", valueName: "base64"))
-    var key: String
+    @Option(help: ArgumentHelp("The key: base64 of 64 bytes (type 2) or 32 bytes (type 0). Visible to other users in ps: for test vectors only.",
+                               valueName: "base64"))
+    var key: String?
+
+    @Option(name: .customLong("key-file"), help: ArgumentHelp("Read the key (the same base64) from this file.", valueName: "file"))
+    var keyFile: String?
 
     @Flag(help: "Print the decrypted bytes as base64 instead of UTF-8 text.")
     var base64 = false
@@ -31,18 +39,34 @@ struct Decrypt: ParsableCommand {
     var encString: String
 
     func validate() throws {
-        _ = try parsedKey()
+        switch (key, keyFile) {
+        case (nil, nil): throw ValidationError("the key is missing: add --key-file FILE (or --key BASE64 for a test vector)")
+        case (.some, .some): throw ValidationError("give the key once: --key-file or --key, not both")
+        case (.some(let key), nil): _ = try parsedKey(key, source: "--key")
+        case (nil, .some): break   // read in run(), where an unreadable file is a key error (exit 3)
+        }
         _ = try parsedEncString()
     }
 
-    private func parsedKey() throws -> [UInt8] {
-        guard let bytes = Base64.decode(key.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw ValidationError("--key is not base64")
+    private func parsedKey(_ text: String, source: String) throws -> [UInt8] {
+        guard let bytes = Base64.decode(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw ValidationError("\(source) is not base64")
         }
         guard bytes.count == 64 || bytes.count == 32 else {
-            throw ValidationError("--key decodes to \(bytes.count) bytes; expected 64 (enc ‖ mac) or 32 (AES only, type-0 EncStrings)")
+            throw ValidationError("\(source) decodes to \(bytes.count) bytes; expected 64 (enc ‖ mac) or 32 (AES only, type-0 EncStrings)")
         }
         return bytes
+    }
+
+    private func keyBytes() throws -> [UInt8] {
+        if let keyFile {
+            do {
+                return try parsedKey(try Secrets.readFile(keyFile, what: "key"), source: "the key in \(keyFile)")
+            } catch let error as ValidationError {
+                throw CLIError.key(error.message)
+            }
+        }
+        return try parsedKey(key ?? "", source: "--key")
     }
 
     private func parsedEncString() throws -> EncString {
@@ -55,7 +79,7 @@ struct Decrypt: ParsableCommand {
 
     func run() throws {
         try reportingErrors(storePath: nil) {
-            let keyBytes = try parsedKey()
+            let keyBytes = try keyBytes()
             let value = try parsedEncString()
             let plaintext: [UInt8]
             do {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BitwardenAPI
 import Foundation
 import OfflineSync
 import Replay
@@ -46,13 +47,28 @@ struct Demo: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Also write the run as a replayable scenario fixture to this file (embedded emulator only).", valueName: "file"))
     var record: String?
 
+    @Flag(name: .customLong("insecure-http"), help: "Allow --server over plain http to a host that is not loopback (the master-password hash and tokens cross the network unencrypted).")
+    var insecureHTTP = false
+
+    @OptionGroup(title: "Key derivation of the embedded emulator's account (default PBKDF2, 5000 iterations)")
+    var kdf: KdfOptions
+
     func validate() throws {
-        if server != nil {
+        if let server {
             guard email != nil, passwordFile != nil else {
                 throw ValidationError("--server needs the account: add --email E --password-file F")
             }
             if record != nil { throw ValidationError("--record needs the embedded emulator (its clock makes the scenario replayable); drop --server") }
             if keep { throw ValidationError("--keep keeps the embedded emulator running; it has no meaning with --server") }
+            if let url = URL(string: server) {
+                var check = BitwardenClientConfiguration.selfHosted(url)
+                check.allowInsecureHTTP = insecureHTTP
+                guard check.permits(url) else {
+                    throw ValidationError("--server \(server) is plain http to another machine: the master-password hash and tokens would cross "
+                        + "the network unencrypted. Use https, or add --insecure-http if you accept that")
+                }
+            }
+            if kdf.isSet { throw ValidationError("--kdf and its settings are for the embedded emulator's account; a real server says how its account derives keys") }
         } else if email != nil || passwordFile != nil {
             throw ValidationError("--email and --password-file go with --server; the embedded emulator makes its own account")
         }
@@ -73,6 +89,7 @@ struct Demo: AsyncParsableCommand {
             guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
                 throw CLIError.usage("--server \(server) is not an http(s) URL")
             }
+            runner.allowInsecureHTTP = insecureHTTP
             runner.server = .remote(url)
             email = self.email!
             do {
@@ -84,8 +101,10 @@ struct Demo: AsyncParsableCommand {
             email = "demo@vaultlog.example"
             password = "correct horse battery staple \(UUID().uuidString.prefix(6))"
         }
-        let scenario = DemoStory.scenario(email: email, password: password, exactNames: server == nil)
-        Console.error(server == nil ? "Starting the embedded Bitwarden-compatible emulator on 127.0.0.1…" : "Running against \(server!)…")
+        let accountKdf = server == nil ? try kdf.config(defaultPbkdf2Iterations: 5_000) : nil
+        let scenario = DemoStory.scenario(email: email, password: password, exactNames: server == nil, kdf: accountKdf)
+        Console.error(server == nil ? "Starting the embedded Bitwarden-compatible emulator on 127.0.0.1 (account key derivation: \(accountKdf ?? .default))…"
+                                    : "Running against \(server!)…")
 
         let outcome: ScenarioOutcome
         do {
@@ -110,15 +129,16 @@ struct Demo: AsyncParsableCommand {
             recorded.expect = outcome.actual
             recorded.expect.deadLetters = nil
             do {
-                try recorded.encoded().write(to: URL(fileURLWithPath: record))
+                // The scenario holds the account's master password: owner-only.
+                try SecretFile.write(Array(recorded.encoded()), to: record)
             } catch {
-                throw CLIError.storage("cannot write the scenario to \(record): \(error.localizedDescription)")
+                throw CLIError.storage("cannot write the scenario to \(record): \(error)")
             }
             Console.out("Recorded the run as a scenario: \(record) (replay it with: vaultlog replay \(record))")
         }
 
         let passwordPath = storePath + "-password.txt"
-        if server == nil { try? password.write(toFile: passwordPath, atomically: true, encoding: .utf8) }
+        if server == nil { try? SecretFile.write(Array(password.utf8), to: passwordPath) }
         let keyArgs = server == nil ? "--email \(email) --password-file \(passwordPath)" : "--email \(email) --password-file \(passwordFile!)"
         let bank = outcome.itemIds["bank"]?.last ?? "ITEM"
         Console.out("")

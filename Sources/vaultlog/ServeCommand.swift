@@ -16,8 +16,17 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Serves the self-hosted layout (BASE/api, BASE/identity) with in-memory state. Point a \
             Bitwarden client at the printed URL as a self-hosted server. Stop with Ctrl-C (SIGINT) \
-            or SIGTERM; with --state the vault is saved to the file on exit and loaded at start. \
-            Fault injection: pass --admin-token and use the /admin routes (Docs/Emulator.md).
+            or SIGTERM; with --state the vault is saved to the file (mode 0600) on exit and loaded at \
+            start. Fault injection: give an admin token (--admin-token-file or VAULTLOG_ADMIN_TOKEN) \
+            and use the /admin routes (Docs/Emulator.md).
+
+            Secrets never go on the command line, where `ps` shows them to every user: the accounts' \
+            master password comes from --password-file, the VAULTLOG_PASSWORD environment variable, \
+            or a prompt (no echo) when stdin is a terminal.
+
+            Examples:
+              VAULTLOG_PASSWORD=pw vaultlog serve --account alice@example.com --iterations 5000
+              vaultlog serve --account bob@example.com --password-file pw.txt --kdf argon2id --memory 32
             """
     )
 
@@ -28,11 +37,16 @@ struct ServeCommand: AsyncParsableCommand {
     var port = 0
 
     @Option(name: .customLong("account"), help: ArgumentHelp(
-        "Create an account at start (repeatable). Skipped if the state file already has it.", valueName: "email:password"))
+        "Create an account with this email at start (repeatable); skipped if the state file already has it. "
+            + "The master password comes from --password-file, VAULTLOG_PASSWORD or a prompt.", valueName: "email"))
     var accounts: [String] = []
 
-    @Option(help: "PBKDF2 iterations for --account (5000 to 2000000; Bitwarden's default is 600000).")
-    var iterations = 600_000
+    @Option(name: .customLong("password-file"), help: ArgumentHelp(
+        "The master password of the --account accounts, from this file (one trailing newline is ignored).", valueName: "file"))
+    var passwordFile: String?
+
+    @OptionGroup(title: "Key derivation of the --account accounts")
+    var kdf: KdfOptions
 
     @Option(help: "Which server to imitate: bitwarden or vaultwarden.")
     var flavor: EmulatorFlavor = .bitwarden
@@ -46,8 +60,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Load the vault from this JSON file if it exists; save it there on exit.", valueName: "file"))
     var state: String?
 
-    @Option(help: ArgumentHelp("Enable the /admin routes; clients send this token in X-Admin-Token.", valueName: "token"))
-    var adminToken: String?
+    @Option(name: .customLong("admin-token-file"), help: ArgumentHelp(
+        "Enable the /admin routes with the token in this file (at least 8 characters); clients send it in X-Admin-Token. "
+            + "VAULTLOG_ADMIN_TOKEN does the same.", valueName: "file"))
+    var adminTokenFile: String?
 
     @Option(help: ArgumentHelp("Seed ids, keys and jitter for a reproducible run (NOT secure; test vaults only).", valueName: "n"))
     var seed: UInt64?
@@ -60,22 +76,46 @@ struct ServeCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535, got \(port)") }
-        guard (5000...2_000_000).contains(iterations) else {
-            throw ValidationError("--iterations must be between 5000 and 2000000, got \(iterations)")
-        }
         guard latency >= 0, jitter >= 0 else { throw ValidationError("--latency and --jitter must not be negative") }
-        for account in accounts {
-            guard let colon = account.firstIndex(of: ":"), colon != account.startIndex,
-                  account.index(after: colon) != account.endIndex else {
-                throw ValidationError("--account expects EMAIL:PASSWORD, got '\(account)'")
-            }
+        guard latency <= 600_000, jitter <= 600_000 else { throw ValidationError("--latency and --jitter must be at most 600000 ms") }
+        for account in accounts where account.contains(":") {
+            throw ValidationError("--account takes an email only (got '\(account.split(separator: ":").first ?? "")…'): "
+                + "a password on the command line is visible to every user in ps; give it with --password-file or VAULTLOG_PASSWORD")
         }
-        if let adminToken, adminToken.count < 8 {
-            throw ValidationError("--admin-token must be at least 8 characters")
+        if !accounts.isEmpty, passwordFile == nil, Secrets.environment("VAULTLOG_PASSWORD") == nil, !Secrets.stdinIsTerminal {
+            throw ValidationError("--account needs the master password: add --password-file FILE or set VAULTLOG_PASSWORD")
         }
+        if accounts.isEmpty, passwordFile != nil { throw ValidationError("--password-file is the password of --account: add --account EMAIL") }
+    }
+
+    /// The admin token from --admin-token-file or VAULTLOG_ADMIN_TOKEN; nil when neither is given.
+    private func adminToken() throws -> String? {
+        let token: String
+        if let adminTokenFile {
+            token = try Secrets.readFile(adminTokenFile, what: "admin token")
+        } else if let value = Secrets.environment("VAULTLOG_ADMIN_TOKEN") {
+            token = value
+        } else {
+            return nil
+        }
+        guard token.count >= 8 else { throw CLIError.usage("the admin token must be at least 8 characters") }
+        return token
+    }
+
+    /// The master password of the --account accounts.
+    private func accountPassword() throws -> String {
+        if let passwordFile { return try Secrets.readFile(passwordFile, what: "master password") }
+        if let value = Secrets.environment("VAULTLOG_PASSWORD") { return value }
+        return try Secrets.prompt("Master password for \(accounts.joined(separator: ", ")): ", what: "master password")
     }
 
     func run() async throws {
+        try await reportingErrorsAsync(storePath: nil) { try await serve() }
+    }
+
+    private func serve() async throws {
+        let adminToken = try adminToken()
+        let kdfConfig = try kdf.config()
         var logger = Logger(label: "vaultlog.emulator")
         logger.logLevel = verbose ? .debug : .warning
         let configuration = EmulatorConfiguration(
@@ -89,11 +129,10 @@ struct ServeCommand: AsyncParsableCommand {
         } else {
             emulator = BitwardenEmulator(configuration: configuration)
         }
-        for account in accounts {
-            let colon = account.firstIndex(of: ":")!
-            let email = String(account[..<colon])
-            guard emulator.account(email: email) == nil else { continue }
-            try emulator.createAccount(email: email, password: String(account[account.index(after: colon)...]), iterations: iterations)
+        let newAccounts = accounts.filter { emulator.account(email: $0) == nil }
+        if !newAccounts.isEmpty {
+            let password = try accountPassword()
+            for email in newAccounts { try emulator.createAccount(email: email, password: password, kdf: kdfConfig) }
         }
         if latency > 0 || jitter > 0 {
             emulator.faults.setLatency(Double(latency) / 1000, jitter: Double(jitter) / 1000)
@@ -101,7 +140,7 @@ struct ServeCommand: AsyncParsableCommand {
 
         let signals = SignalWaiter([SIGINT, SIGTERM])
         let url = try await emulator.start(host: host, port: port)
-        printSummary(url: url, emulator: emulator)
+        printSummary(url: url, emulator: emulator, admin: adminToken != nil)
         // A script reading the URL through a pipe must see it now, not at exit.
         fflush(nil)   // every C stream, stdout included (naming `stdout` is not concurrency-safe)
 
@@ -114,13 +153,13 @@ struct ServeCommand: AsyncParsableCommand {
         FileHandle.standardError.write(Data("stopped (signal \(received))\n".utf8))
     }
 
-    private func printSummary(url: URL, emulator: BitwardenEmulator) {
+    private func printSummary(url: URL, emulator: BitwardenEmulator, admin: Bool) {
         let accounts = emulator.accounts
         if json {
             let summary: [String: Any] = [
                 "url": url.absoluteString, "api": url.appendingPathComponent("api").absoluteString,
                 "identity": url.appendingPathComponent("identity").absoluteString, "flavor": flavor.rawValue,
-                "admin": adminToken != nil,
+                "admin": admin,
                 "accounts": accounts.map { ["email": $0.email, "userId": $0.userId] },
             ]
             let data = (try? JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys])) ?? Data()
@@ -130,7 +169,7 @@ struct ServeCommand: AsyncParsableCommand {
             print("  api:      \(url.appendingPathComponent("api").absoluteString)")
             print("  identity: \(url.appendingPathComponent("identity").absoluteString)")
             for account in accounts { print("  account:  \(account.email) (\(account.userId))") }
-            if adminToken != nil { print("  admin:    \(url.absoluteString)/admin/faults (header X-Admin-Token)") }
+            if admin { print("  admin:    \(url.absoluteString)/admin/faults (header X-Admin-Token)") }
             print("Press Ctrl-C to stop.")
         }
         fflush(nil)   // flush stdout for scripts that read the URL

@@ -13,7 +13,7 @@ struct VaultlogCommand: AsyncParsableCommand {
         without one you see headers only. Exit codes: 0 ok, 1 problems found, 2 usage, \
         3 key/authentication, 4 I/O or corrupt store (see Docs/CLI.md).
         """,
-        subcommands: [Demo.self, ServeCommand.self, ReplayScenarios.self, Simulate.self, Info.self, Events.self, Pending.self, History.self, Verify.self, Export.self, Import.self, Decrypt.self, StressWriter.self, ResolveWorker.self]
+        subcommands: [Demo.self, ServeCommand.self, ReplayScenarios.self, Simulate.self, Info.self, Events.self, Pending.self, History.self, Verify.self, Export.self, Import.self, Decrypt.self, KdfCommand.self, StressWriter.self, ResolveWorker.self]
     )
 
     static func main() async {

@@ -379,8 +379,8 @@ import VaultModel
         init(binary: String, flavor: String = "bitwarden") throws {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["serve", "--port", "0", "--json", "--admin-token", Self.token, "--iterations", "5000",
-                                 "--flavor", flavor]
+            process.arguments = ["serve", "--port", "0", "--json", "--iterations", "5000", "--flavor", flavor]
+            process.environment = ProcessInfo.processInfo.environment.merging(["VAULTLOG_ADMIN_TOKEN": Self.token]) { $1 }
             let stdout = Pipe()
             process.standardOutput = stdout
             process.standardError = FileHandle.nullDevice

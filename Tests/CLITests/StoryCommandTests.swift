@@ -135,7 +135,8 @@ import Testing
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["serve", "--port", "0", "--account", "serve-test@example.com:pw-serve", "--iterations", "5000", "--json"]
+        process.arguments = ["serve", "--port", "0", "--account", "serve-test@example.com", "--iterations", "5000", "--json"]
+        process.environment = ProcessInfo.processInfo.environment.merging(["VAULTLOG_PASSWORD": "pw-serve"]) { $1 }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice

@@ -66,13 +66,14 @@ enum CLI {
     }()
 
     /// Runs `vaultlog arguments…` with `stdin` and returns its exit status and output.
-    static func run(_ arguments: [String], stdin: String? = nil) throws -> RunResult {
+    static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> RunResult {
         let binary = try #require(CLI.binary, "the vaultlog binary was not found: build it first with 'swift build --build-tests' (or set VAULTLOG_BIN)")
-        return try run(via: binary, arguments, stdin: stdin)
+        return try run(via: binary, arguments, stdin: stdin, environment: environment)
     }
 
     /// Runs `executable arguments…` (e.g. a wrapper that runs the binary as another user).
-    static func run(via executable: String, _ arguments: [String], stdin: String? = nil) throws -> RunResult {
+    static func run(via executable: String, _ arguments: [String], stdin: String? = nil,
+                    environment: [String: String] = [:]) throws -> RunResult {
         let binary = executable
         let dir = TemporaryDirectory("vaultlog-run")
         let outPath = dir.file("stdout"), errPath = dir.file("stderr"), inPath = dir.file("stdin")
@@ -82,6 +83,7 @@ enum CLI {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
         process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: inPath))

@@ -42,12 +42,27 @@ import Foundation
         #expect(master.stretched().exportBase64() == "bx+yLe6YJXKP13xTh63DF46GePk9hKO2ccW9zLwV7WDdf87qZRvKJlY0IhxOHLkQMD1/ptH3wlfoGjBVwfmzmw==")
     }
 
-    @Test func t7_argon2idAccount_failsWithUnsupportedKdf() {
-        #expect(throws: VaultCryptoError.unsupportedKdf("Argon2id (4 iterations, 32 MiB, parallelism 2)")) {
-            try MasterKey.derive(password: "67t9b5g67$%Dh89n", email: "test_key", kdf: .argon2id(iterations: 4, memoryMiB: 32, parallelism: 2))
-        }
-        let message = VaultCryptoError.unsupportedKdf("Argon2id").description
-        #expect(message.contains("unsupported KDF") && message.contains("PBKDF2"))
+    @Test func t7_argon2idMasterKey() throws {
+        let master = try MasterKey.derive(password: "67t9b5g67$%Dh89n", email: "test_key",
+                                          kdf: .argon2id(iterations: 4, memoryMiB: 32, parallelism: 2))
+        #expect(master.exportBytes() == [207, 240, 225, 177, 162, 19, 163, 76, 98, 106, 179, 175, 224, 9, 17, 240, 20, 147,
+                                         237, 47, 246, 150, 141, 184, 62, 225, 131, 242, 51, 53, 225, 242])
+        #expect(Base64.encode(master.exportBytes()) == "z/DhsaITo0xiarOv4AkR8BST7S/2lo24PuGD8jM14fI=")
+    }
+
+    @Test func t9_argon2idPasswordHash() throws {
+        let master = try MasterKey.derive(password: "asdfasdf", email: "test_salt",
+                                          kdf: .argon2id(iterations: 4, memoryMiB: 32, parallelism: 2))
+        #expect(master.passwordHash(password: "asdfasdf", purpose: .serverAuthorization) == "PR6UjYmjmppTYcdyTiNbAhPJuQQOmynKbdEl1oyi/iQ=")
+    }
+
+    @Test func argon2id_saltIsTheTrimmedLowercasedEmailHashed() throws {
+        let kdf = KdfConfig.argon2id(iterations: 2, memoryMiB: 16, parallelism: 1)
+        let a = try MasterKey.derive(password: "pw", email: " Someone@Example.com ", kdf: kdf)
+        let b = try MasterKey.derive(password: "pw", salt: Array("someone@example.com".utf8), kdf: kdf)
+        let c = try MasterKey.derive(password: "pw", email: "other@example.com", kdf: kdf)
+        #expect(a.exportBytes() == b.exportBytes())
+        #expect(a.exportBytes() != c.exportBytes())
     }
 
     @Test func t8_fullAccountChain_passwordToUserKey() throws {

@@ -101,7 +101,7 @@ import Crypto
     }
 
     @Test func tooFewPbkdf2Iterations_isRejected() {
-        #expect(throws: VaultCryptoError.invalidKdfParameters("PBKDF2 needs at least 5000 iterations, got 100")) {
+        #expect(throws: VaultCryptoError.invalidKdfParameters("PBKDF2 iterations 100 is outside the accepted range 5000–2000000")) {
             try MasterKey.derive(password: "p", email: "e", kdf: .pbkdf2(iterations: 100))
         }
     }

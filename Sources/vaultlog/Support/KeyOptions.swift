@@ -28,8 +28,8 @@ struct KeyOptions: ParsableArguments {
 
     func validate() throws {
         if email != nil {
-            if passwordFile == nil && !passwordStdin {
-                throw ValidationError("--email needs the master password: add --password-file FILE or --password-stdin")
+            if passwordFile == nil && !passwordStdin && !Secrets.stdinIsTerminal {
+                throw ValidationError("--email needs the master password: add --password-file FILE or --password-stdin (or run it at a terminal to be asked)")
             }
             if passwordFile != nil && passwordStdin {
                 throw ValidationError("give the master password once: --password-file or --password-stdin, not both")
@@ -74,7 +74,8 @@ struct KeyOptions: ParsableArguments {
             }
             let userKey: SymmetricCryptoKey
             do {
-                let master = try MasterKey.derive(password: password, email: account.email, kdf: account.kdf)
+                let salt = MasterKey.salt(email: account.email, preloginSalt: account.salt)
+                let master = try MasterKey.derive(password: password, salt: salt, kdf: account.kdf)
                 userKey = try master.decryptUserKey(account.protectedUserKey)
             } catch VaultCryptoError.authenticationFailed {
                 throw CLIError.key("wrong master password for \(email) (or the store's account record is stale); check the password, or use --user-key-file")
@@ -105,23 +106,9 @@ struct KeyOptions: ParsableArguments {
     }
 
     private func readPassword() throws -> String {
-        var text: String
-        if let passwordFile {
-            do {
-                text = try String(contentsOfFile: passwordFile, encoding: .utf8)
-            } catch {
-                throw CLIError.key("cannot read the password file \(passwordFile) (missing, unreadable or not UTF-8)")
-            }
-            // One trailing newline ("\n" or "\r\n", a single Character) ends the line, not the password.
-            if text.hasSuffix("\n") || text.hasSuffix("\r\n") { text.removeLast() }
-        } else {
-            guard let line = readLine(strippingNewline: true) else {
-                throw CLIError.key("--password-stdin: stdin was empty; pipe the master password in")
-            }
-            text = line
-        }
-        guard !text.isEmpty else { throw CLIError.key("the master password is empty") }
-        return text
+        if let passwordFile { return try Secrets.readFile(passwordFile, what: "master password") }
+        if passwordStdin { return try Secrets.readStdinLine(what: "master password", option: "--password-stdin") }
+        return try Secrets.prompt("Master password for \(email ?? "the account"): ", what: "master password")
     }
 
     private func readUserKey(_ path: String) throws -> SymmetricCryptoKey {
