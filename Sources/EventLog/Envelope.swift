@@ -45,6 +45,9 @@ public enum EnvelopeError: Error, Equatable, Sendable, CustomStringConvertible {
     case undecryptable(sequence: UInt64)
     /// A user id or cipher id longer than the header allows.
     case idTooLong(String)
+    /// A valid envelope stored under a key other than its own sequence (copied or moved
+    /// within the file): its MAC binds it to `headerSequence`, so it is not event `key`.
+    case keyMismatch(key: UInt64, headerSequence: UInt64)
 
     public var description: String {
         switch self {
@@ -58,6 +61,8 @@ public enum EnvelopeError: Error, Equatable, Sendable, CustomStringConvertible {
             return "event \(seq): body does not decrypt (wrong key or tampered file); run 'vaultlog verify' for a full report"
         case .idTooLong(let id):
             return "id too long for an envelope header (max \(Envelope.maxIdLength) UTF-8 bytes): \(id.prefix(40))…"
+        case .keyMismatch(let key, let headerSequence):
+            return "the record stored under key \(key) is event \(headerSequence) (an envelope copied or moved within the file); the store is damaged: run 'vaultlog verify' for a full report and restore it from a backup"
         }
     }
 }

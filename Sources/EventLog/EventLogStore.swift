@@ -36,6 +36,9 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
     case checkpoint(String)
     /// The underlying LMDB error, with the store path.
     case storage(path: String, LMDBError)
+    /// No sequence is left after `last` (the log holds an event at sequence 2^64 − 1, which
+    /// only an imported or crafted file can do): nothing more can be appended.
+    case sequenceSpaceExhausted(last: UInt64)
 
     public var description: String {
         switch self {
@@ -45,6 +48,8 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
             return "store metadata is corrupt (\(what)); run 'vaultlog verify' for a full report"
         case .checkpoint(let what):
             return "checkpoint: \(what)"
+        case .sequenceSpaceExhausted(let last):
+            return "the log's last sequence is \(last), the largest there is: no event can be appended after it (nothing was written); export the events you need and start a new store"
         case .storage(let path, let error):
             if error.isInvalidFile {
                 return "\(path): not a VaultLog store (\(error.message)); check the path, or restore the directory from a backup"
@@ -130,6 +135,7 @@ public final class EventLogStore: Sendable {
         let stored = try environment.read { try $0.get(meta, key: Array("format".utf8)) }
         if let stored {
             guard stored.count == 1 else { throw EventLogError.corruptMetadata("format marker of \(stored.count) bytes") }
+            guard stored[0] >= 1 else { throw EventLogError.corruptMetadata("format marker 0") }
             guard Int(stored[0]) <= Self.storeFormatVersion else {
                 throw EventLogError.newerStoreFormat(found: Int(stored[0]), supported: Self.storeFormatVersion)
             }
@@ -211,7 +217,11 @@ public final class EventLogStore: Sendable {
     /// A user's envelopes (optionally only those of one cipher), in order.
     public func envelopes(userId: String, cipherId: String? = nil, after sequence: UInt64 = 0) throws -> [Envelope] {
         try read { reader in
-            try reader.sequences(userId: userId, cipherId: cipherId, after: sequence).compactMap { try reader.envelope(at: $0) }
+            try reader.sequences(userId: userId, cipherId: cipherId, after: sequence).compactMap { sequence in
+                guard let envelope = try reader.envelope(at: sequence) else { return nil }
+                try LogReader.checkIndexed(envelope.header, sequence: sequence, userId: userId)
+                return envelope
+            }
         }
     }
 
@@ -276,7 +286,11 @@ public struct LogTransaction {
     /// Appends sealed events and their index entries; returns their sequences.
     @discardableResult
     public func append(_ newEvents: [NewEvent], key: SealingKey) throws -> [UInt64] {
-        let first = try lastSequence() + 1
+        guard !newEvents.isEmpty else { return [] }
+        let last = try lastSequence()
+        // Sequences come from the file (an import can end at 2^64 − 1): check the room left.
+        guard UInt64.max - last >= UInt64(newEvents.count) else { throw EventLogError.sequenceSpaceExhausted(last: last) }
+        let first = last + 1
         let sequences = (0..<UInt64(newEvents.count)).map { first + $0 }
         let sealed = try Self.seal(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count))
         try transaction.withCursor(store.events) { cursor in
@@ -423,35 +437,63 @@ public struct LogReader {
         }
     }
 
+    /// The sequence an `events` key names.
+    static func sequence(ofKey key: UnsafeRawBufferPointer) throws -> UInt64 {
+        guard key.count == 8 else { throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(key.count) bytes") }
+        return readBE(key, at: 0, as: UInt64.self)
+    }
+
+    /// Every read checks that an envelope is the event its key names: the MAC binds the header's
+    /// sequence, so a valid envelope copied under another key is not that event (and reading it
+    /// as one would make a scan go back to an earlier sequence, forever).
+    static func checkKey(_ sequence: UInt64, _ header: EventHeader) throws {
+        guard header.sequence == sequence else { throw EnvelopeError.keyMismatch(key: sequence, headerSequence: header.sequence) }
+    }
+
+    /// An event reached through a user's index entry must be that user's, under its own key.
+    static func checkIndexed(_ header: EventHeader, sequence: UInt64, userId: String) throws {
+        try checkKey(sequence, header)
+        guard header.userId == userId else {
+            throw EnvelopeError.malformed(sequence: sequence, reason: "the index lists it under user \(userId) but its header names user \(header.userId)")
+        }
+    }
+
     /// The envelope at `sequence`, or nil.
     public func envelope(at sequence: UInt64) throws -> Envelope? {
         guard let bytes = try transaction.get(store.events, key: sequenceKey(sequence)) else { return nil }
-        return try Envelope(bytes: bytes)
+        let envelope = try Envelope(bytes: bytes)
+        try Self.checkKey(sequence, envelope.header)
+        return envelope
     }
 
     /// Visits envelopes in `from...to` in order while `body` returns true.
     public func forEachEnvelope(from: UInt64, to: UInt64, _ body: (Envelope) throws -> Bool) throws {
         try transaction.scan(store.events, from: sequenceKey(from)) { key, value in
-            guard key.count == 8 else { throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(key.count) bytes") }
-            guard readBE(key, at: 0, as: UInt64.self) <= to else { return false }
-            return try body(Envelope(bytes: Array(value)))
+            let sequence = try Self.sequence(ofKey: key)
+            guard sequence <= to else { return false }
+            let envelope = try Envelope(bytes: Array(value))
+            try Self.checkKey(sequence, envelope.header)
+            return try body(envelope)
         }
     }
 
     /// Visits headers in `from...to` without decoding bodies (works while locked).
     public func forEachHeader(from: UInt64 = 1, to: UInt64 = .max, _ body: (EventHeader) throws -> Bool) throws {
         try transaction.scan(store.events, from: sequenceKey(from)) { key, value in
-            guard key.count == 8 else { throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(key.count) bytes") }
-            guard readBE(key, at: 0, as: UInt64.self) <= to else { return false }
-            return try body(Envelope.parseHeader(raw: value).header)
+            let sequence = try Self.sequence(ofKey: key)
+            guard sequence <= to else { return false }
+            let header = try Envelope.parseHeader(raw: value).header
+            try Self.checkKey(sequence, header)
+            return try body(header)
         }
     }
 
     /// Sequences of a user's events (or of one cipher's), in order, after `after`.
     public func sequences(userId: String, cipherId: String?, after: UInt64 = 0) throws -> [UInt64] {
+        guard after < .max else { return [] }
         let prefix = cipherId.map { IndexKey.cipherPrefix(userId, $0) } ?? IndexKey.userPrefix(userId)
         var out: [UInt64] = []
-        try transaction.scan(store.index, from: prefix + sequenceKey(after &+ 1)) { key, _ in
+        try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
             guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
             out.append(readBE(key, at: prefix.count, as: UInt64.self))
             return true
@@ -459,29 +501,40 @@ public struct LogReader {
         return out
     }
 
+    /// Whether the index lists an event of `userId` at `sequence`.
+    public func hasEvent(userId: String, at sequence: UInt64) throws -> Bool {
+        try transaction.get(store.index, key: IndexKey.user(userId, sequence)) != nil
+    }
+
     /// Visits the headers of a user's events after `after`, in order, through the index and
     /// without copying bodies (no key needed). Stops when `body` returns false.
     public func forEachHeader(userId: String, after: UInt64 = 0, _ body: (EventHeader) throws -> Bool) throws {
+        guard after < .max else { return }
         let prefix = IndexKey.userPrefix(userId)
-        try transaction.scan(store.index, from: prefix + sequenceKey(after &+ 1)) { key, _ in
+        try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
             guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
             guard let value = try transaction.getRaw(store.events, key: UnsafeRawBufferPointer(rebasing: key[prefix.count...])) else {
                 return true
             }
-            return try body(Envelope.parseHeader(raw: value).header)
+            let header = try Envelope.parseHeader(raw: value).header
+            try Self.checkIndexed(header, sequence: readBE(key, at: prefix.count, as: UInt64.self), userId: userId)
+            return try body(header)
         }
     }
 
     /// Up to `limit` of a user's envelopes after `after`, in order (a bounded batch for folds
     /// over long logs; call again after the last one's sequence).
     public func envelopes(userId: String, after: UInt64, limit: Int) throws -> [Envelope] {
+        guard after < .max else { return [] }
         let prefix = IndexKey.userPrefix(userId)
         var out: [Envelope] = []
         out.reserveCapacity(Swift.min(limit, 4096))
-        try transaction.scan(store.index, from: prefix + sequenceKey(after &+ 1)) { key, _ in
+        try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
             guard out.count < limit, key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
             if let value = try transaction.getRaw(store.events, key: UnsafeRawBufferPointer(rebasing: key[prefix.count...])) {
-                out.append(try Envelope(bytes: Array(value)))
+                let envelope = try Envelope(bytes: Array(value))
+                try Self.checkIndexed(envelope.header, sequence: readBE(key, at: prefix.count, as: UInt64.self), userId: userId)
+                out.append(envelope)
             }
             return true
         }

@@ -8,6 +8,8 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case malformedKey, malformedEnvelope, sequenceMismatch, outOfOrder, unsupportedVersion
         case authenticationFailed, undecryptable, missingIndexEntry, danglingIndexEntry, malformedIndexEntry
         case malformedCheckpoint, checkpointAuthenticationFailed, metadata
+        /// A record derived from the log (e.g. the domain's pending checkpoint) disagrees with it.
+        case derivedRecordMismatch
     }
 
     /// The event sequence concerned, when there is one.
@@ -15,6 +17,13 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
     public let kind: Kind
     /// A sentence for a person.
     public let message: String
+
+    /// A problem found by a check outside the log itself (the domain's own records).
+    public init(sequence: UInt64?, kind: Kind, message: String) {
+        self.sequence = sequence
+        self.kind = kind
+        self.message = message
+    }
 
     public var description: String {
         if let sequence { return "event \(sequence): \(message)" }
@@ -92,7 +101,7 @@ extension EventLogStore {
                     let header = envelope.header
                     if header.sequence != sequence {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .sequenceMismatch,
-                            message: "header says sequence \(header.sequence)"))
+                            message: "stored under key \(sequence) but its header (covered by the MAC) says event \(header.sequence): an envelope copied or moved within the file"))
                     }
                     if let key = keys[header.userId] {
                         if envelope.authenticate(key: key) {

@@ -121,8 +121,14 @@ public final class Environment: @unchecked Sendable {
         }
         guard let first = meta(at: 0), first.pageSize >= 512, first.pageSize <= 1 << 16 else { return }
         let second = size >= first.pageSize * 2 ? meta(at: first.pageSize) : nil
-        let newest = (second.map { $0.txn > first.txn } ?? false) ? second! : first
-        let needed = (newest.lastPage + 1) * first.pageSize
+        let newest = second.map { $0.txn > first.txn ? $0 : first } ?? first
+        // The page number comes from the file: a crafted one must give an error, not overflow.
+        let (pages, pagesOverflow) = newest.lastPage.addingReportingOverflow(1)
+        let (needed, neededOverflow) = pages.multipliedReportingOverflow(by: first.pageSize)
+        if pagesOverflow || neededOverflow {
+            throw LMDBError(code: MDB_CORRUPTED, operation:
+                "open store \(directory) (data.mdb is damaged: its meta page names last page \(newest.lastPage), beyond any file)")
+        }
         if size < needed {
             throw LMDBError(code: MDB_CORRUPTED, operation:
                 "open store \(directory) (data.mdb is truncated: \(size) bytes, its last transaction needs \(needed))")
@@ -363,11 +369,18 @@ public final class Environment: @unchecked Sendable {
         try check(mdb_env_stat(env, &stat), "mdb_env_stat")
         return EnvironmentInfo(
             mapSize: info.me_mapsize,
-            usedBytes: (info.me_last_pgno + 1) * Int(stat.ms_psize),
+            usedBytes: Self.multiplySaturating(info.me_last_pgno, plusOne: true, by: Int(stat.ms_psize)),
             pageSize: Int(stat.ms_psize),
             lastTransactionID: info.me_last_txnid,
             readersUsed: Int(info.me_numreaders),
             maxReaders: Int(info.me_maxreaders))
+    }
+
+    /// `(value + 1) × factor`, or `Int.max` when that does not fit (the page number is the file's).
+    static func multiplySaturating(_ value: Int, plusOne: Bool, by factor: Int) -> Int {
+        let (base, o1) = value.addingReportingOverflow(plusOne ? 1 : 0)
+        let (product, o2) = base.multipliedReportingOverflow(by: factor)
+        return o1 || o2 ? .max : product
     }
 
     /// Flushes to disk; useful after writes in ``Durability/noSync`` mode.

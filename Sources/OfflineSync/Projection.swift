@@ -185,7 +185,8 @@ public struct Projection: Codable, Sendable, Equatable {
                 pending[id] = nil
             case .resolutionFailed:
                 guard var change = pending[id] else { break }
-                change.attempts = outcome.attempt ?? change.attempts + 1
+                // Saturating: the count is the log's, and a huge one must not trap.
+                change.attempts = outcome.attempt ?? (change.attempts == .max ? .max : change.attempts + 1)
                 change.lastError = outcome.reason
                 change.nextRetryAt = outcome.nextRetryAt
                 change.isDeadLetter = outcome.deadLetter ?? false

@@ -36,7 +36,8 @@ public enum SyncResult: Sendable, Equatable {
 ///
 /// 1. vault locked → no resolution (it needs the keys); the sync itself still runs, and
 ///    pending items keep their local copies;
-/// 2. pre-count pending items from headers; if any, resolve them, then count again;
+/// 2. pre-count pending items (from the authenticated log: the unsealed pending checkpoint is
+///    only a hint for a locked vault's badge); if any, resolve them, then count again;
 /// 3. anything still pending → abort, appending `syncAborted` with the count and reasons;
 /// 4. otherwise fetch `/api/sync` and replace the local store, only if the log's last
 ///    sequence is still the one seen at the count, checked inside the same write
@@ -77,13 +78,15 @@ public final class SyncService: Sendable {
     public func fetchSync(userId: String, forceSync: Bool = false) async throws -> SyncResult {
         let unlocked = store.isUnlocked(userId: userId)
         var report: ResolutionReport?
-        if unlocked && flags.resolution, try store.pendingCount(userId: userId) > 0 {
+        // Decisions read the authenticated pending state, never the unsealed pending checkpoint.
+        if unlocked && flags.resolution, try store.pendingState(userId: userId).count > 0 {
             report = try await resolver.processPendingChanges(userId: userId)
         }
         for attempt in 0..<Self.maxReplaceAttempts {
-            let (remaining, lastSequence) = try store.log.read { reader in
-                (try store.headerProjection(reader, userId: userId).projection.count, try reader.lastSequence())
-            }
+            // The last sequence first: the state read after it covers at least that much, and
+            // the replace below proceeds only if nothing was appended since.
+            let lastSequence = try store.log.lastSequence()
+            let remaining = try store.pendingState(userId: userId).count
             if remaining > 0 && unlocked && flags.resolution {
                 return try abort(userId: userId, report: report)
             }

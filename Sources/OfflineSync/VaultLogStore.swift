@@ -301,10 +301,19 @@ public final class VaultLogStore: Sendable {
     public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
                                appending event: (type: VaultEventType, body: OutcomeBody)? = nil) throws -> Bool {
         let keys = event == nil ? nil : try keys(userId)
+        // Unlocked: the authenticated projection, brought up to date inside the transaction.
+        let session = sessions.withLock { $0[userId] }
+        let projected = try session.map { _ in try projection(userId: userId) }
         let replaced = try log.write { txn -> Bool in
             let reader = txn.reader
             if let expected, try reader.lastSequence() != expected { return false }
-            let pendingIds = try headerProjection(reader, userId: userId).projection.pending
+            let pendingIds: [String: PendingChangeType]
+            if var current = projected, let session {
+                try foldTail(into: &current, reader: reader, key: session.sealing)
+                pendingIds = Self.pendingState(of: current).pending
+            } else {
+                pendingIds = try headerProjection(reader, userId: userId, fromCheckpoint: false).projection.pending
+            }
             let prefix = Self.userPrefix(userId)
             var existing: [[UInt8]] = []
             try txn.transaction.scan(ciphers, from: prefix) { key, _ in
@@ -455,17 +464,33 @@ public final class VaultLogStore: Sendable {
             let batch = try log.read { try $0.envelopes(userId: userId, after: projection.lastSequence, limit: Self.foldBatch) }
                 .filter { $0.header.sequence <= sequence }
             guard !batch.isEmpty else { return }
-            for (envelope, result) in zip(batch, Self.decodeEach(batch, key: key)) {
-                switch result {
-                case .success(let event): projection.apply(event)
-                case .failure(let error):
-                    // One event that cannot be opened or decoded quarantines its item only.
-                    logger.error("event cannot be read; its item is quarantined", metadata: [
-                        "sequence": "\(envelope.header.sequence)", "cipher": "\(envelope.header.cipherId)", "error": "\(error)"])
-                    projection.quarantine(envelope.header, reason: "\(error)")
-                }
-            }
+            // One event that cannot be opened or decoded quarantines its item only.
+            apply(batch, to: &projection, key: key)
             guard batch.count == Self.foldBatch else { return }
+        }
+    }
+
+    /// Folds the user's events after `projection.lastSequence` as `reader` sees them (inside a
+    /// write transaction: the state a decision in that transaction acts on).
+    func foldTail(into projection: inout Projection, reader: LogReader, key: SealingKey) throws {
+        while true {
+            let batch = try reader.envelopes(userId: projection.userId, after: projection.lastSequence, limit: Self.foldBatch)
+            guard !batch.isEmpty else { return }
+            apply(batch, to: &projection, key: key)
+            guard batch.count == Self.foldBatch else { return }
+        }
+    }
+
+    /// Folds opened events into `projection`; one that cannot be opened or decoded quarantines its item.
+    private func apply(_ batch: [Envelope], to projection: inout Projection, key: SealingKey) {
+        for (envelope, result) in zip(batch, Self.decodeEach(batch, key: key)) {
+            switch result {
+            case .success(let event): projection.apply(event)
+            case .failure(let error):
+                logger.error("event cannot be read; its item is quarantined", metadata: [
+                    "sequence": "\(envelope.header.sequence)", "cipher": "\(envelope.header.cipherId)", "error": "\(error)"])
+                projection.quarantine(envelope.header, reason: "\(error)")
+            }
         }
     }
 
@@ -536,9 +561,41 @@ public final class VaultLogStore: Sendable {
                                payload: Array(try encoder.encode(projection)), key: keys.sealing)
     }
 
-    /// Pending items and their change types from headers alone: works while locked. Starts
-    /// from the user's pending checkpoint and folds the headers after it; when that tail was
-    /// long, saves a new checkpoint (unless the store is read-only).
+    /// The pending state a decision may act on (which items keep their local copy in a sync,
+    /// whether an edit goes to the server or into the log).
+    ///
+    /// Unlocked: from the authenticated projection (every event's MAC checked, sealed
+    /// checkpoints), never from the unsealed pending checkpoint, which anyone who can write the
+    /// file can rewrite. An item with an event that cannot be read counts as pending (an update
+    /// when its change type is unknown), so nothing treats it as settled. Locked (no key, so
+    /// nothing can be authenticated): the fold of every header from the first, skipping the
+    /// checkpoint; headers are covered by the MACs `verify` checks.
+    public func pendingState(userId: String) throws -> HeaderProjection {
+        if isUnlocked(userId: userId) {
+            return Self.pendingState(of: try projection(userId: userId))
+        }
+        return try log.read { try headerProjection($0, userId: userId, fromCheckpoint: false).projection }
+    }
+
+    /// The pending ids and change types of an authenticated projection.
+    static func pendingState(of projection: Projection) -> HeaderProjection {
+        var state = HeaderProjection()
+        state.lastSequence = projection.lastSequence
+        for (id, change) in projection.pending {
+            state.pending[id] = change.changeType
+            if change.uncertainCreate { state.uncertainCreates.insert(id) }
+        }
+        for id in (projection.quarantined ?? [:]).keys where state.pending[id] == nil {
+            state.pending[id] = .update
+        }
+        return state
+    }
+
+    /// Pending items and their change types from headers alone, for the pending count a locked
+    /// vault shows (a badge). Starts from the user's pending checkpoint and folds the headers
+    /// after it; when that tail was long, saves a new checkpoint (unless the store is
+    /// read-only). The checkpoint is unsealed, so this is a hint: decisions use
+    /// ``pendingState(userId:)``, and `vaultlog verify` compares the checkpoint with the log.
     public func pendingFromHeaders(userId: String) throws -> HeaderProjection {
         let (projection, folded) = try log.read { try headerProjection($0, userId: userId) }
         if pendingCheckpointInterval > 0, folded >= pendingCheckpointInterval, let db = pendingCheckpoints,
@@ -557,12 +614,12 @@ public final class VaultLogStore: Sendable {
         return projection
     }
 
-    /// The user's pending set from the checkpoint plus the headers after it, and how many
-    /// headers were folded.
-    func headerProjection(_ reader: LogReader, userId: String) throws -> (projection: HeaderProjection, folded: Int) {
+    /// The user's pending set from the checkpoint (unless `fromCheckpoint` is false) plus the
+    /// headers after it, and how many headers were folded.
+    func headerProjection(_ reader: LogReader, userId: String, fromCheckpoint: Bool = true) throws -> (projection: HeaderProjection, folded: Int) {
         var projection = HeaderProjection()
-        if let db = pendingCheckpoints, let bytes = try reader.transaction.get(db, key: Self.userPrefix(userId)) {
-            if let stored = PendingCheckpoint.decode(bytes) {
+        if fromCheckpoint, let db = pendingCheckpoints, let bytes = try reader.transaction.get(db, key: Self.userPrefix(userId)) {
+            if let stored = PendingCheckpoint.decode(bytes), try Self.isEventOf(userId, stored.lastSequence, reader) {
                 projection = stored
             } else {
                 logger.warning("ignoring an unreadable pending checkpoint", metadata: ["user": "\(userId)"])
@@ -577,7 +634,12 @@ public final class VaultLogStore: Sendable {
         return (projection, folded)
     }
 
-    /// Pending count from headers (works while locked).
+    /// Whether `sequence` is one of the user's events (a pending checkpoint must end at one).
+    static func isEventOf(_ userId: String, _ sequence: UInt64, _ reader: LogReader) throws -> Bool {
+        try sequence == 0 || reader.hasEvent(userId: userId, at: sequence)
+    }
+
+    /// Pending count from headers (works while locked; a hint, see ``pendingFromHeaders(userId:)``).
     public func pendingCount(userId: String) throws -> Int { try pendingFromHeaders(userId: userId).count }
 
     /// A stream of the user's pending count (for a UI badge): the current count first, then
@@ -662,5 +724,77 @@ enum PendingCheckpoint {
             projection.pending[id] = types[raw]
         }
         return offset == bytes.count ? projection : nil
+    }
+}
+
+extension VaultLogStore {
+    /// ``EventLogStore/verify(keys:batchSize:progress:)`` plus the checks of this store's own
+    /// records: every pending checkpoint must equal the fold of its user's headers up to its
+    /// sequence, and, for a user who is unlocked, the authenticated projection at that
+    /// sequence. A mismatch means the unsealed checkpoint was altered (it is only a hint for a
+    /// locked vault's pending count; nothing acts on it), and is reported with its user.
+    public func verify(keys: [String: SealingKey] = [:], progress: ((Int, Int) -> Void)? = nil) throws -> VerifyReport {
+        var report = try log.verify(keys: keys, progress: progress)
+        report.problems += try verifyPendingCheckpoints()
+        return report
+    }
+
+    /// The pending-checkpoint part of ``verify(keys:progress:)``.
+    public func verifyPendingCheckpoints() throws -> [VerifyProblem] {
+        guard let db = pendingCheckpoints else { return [] }
+        var stored: [(userId: String?, bytes: [UInt8])] = []
+        try log.read { reader in
+            try reader.transaction.scan(db) { key, value in
+                let length = key.first.map(Int.init) ?? -1
+                let user = length >= 0 && key.count == 1 + length ? String(validating: key[1...], as: UTF8.self) : nil
+                stored.append((user, Array(value)))
+                return true
+            }
+        }
+        var problems: [VerifyProblem] = []
+        func problem(_ sequence: UInt64?, _ text: String) {
+            problems.append(VerifyProblem(sequence: sequence, kind: .derivedRecordMismatch, message: text))
+        }
+        for (user, bytes) in stored {
+            guard let user else {
+                problem(nil, "pending checkpoint under a key that names no user")
+                continue
+            }
+            guard let checkpoint = PendingCheckpoint.decode(bytes) else {
+                problem(nil, "pending checkpoint of user \(user) does not parse (ignored: the count is folded from the headers)")
+                continue
+            }
+            let sequence = checkpoint.lastSequence
+            let (fromHeaders, isEvent) = try log.read { reader -> (HeaderProjection, Bool) in
+                var fold = HeaderProjection()
+                try reader.forEachHeader(userId: user) { header in
+                    guard header.sequence <= sequence else { return false }
+                    fold.apply(header)
+                    return true
+                }
+                return (fold, try Self.isEventOf(user, sequence, reader))
+            }
+            guard isEvent else {
+                problem(sequence, "pending checkpoint of user \(user) claims to be as of sequence \(sequence), which is not an event of that user (altered; ignored)")
+                continue
+            }
+            if fromHeaders.pending != checkpoint.pending || fromHeaders.uncertainCreates != checkpoint.uncertainCreates {
+                problem(sequence, "pending checkpoint of user \(user) lists \(Self.describe(checkpoint)), the log's headers up to \(sequence) give \(Self.describe(fromHeaders)) (altered; the app ignores it when unlocked)")
+                continue
+            }
+            if isUnlocked(userId: user) {
+                let sealed = Self.pendingState(of: try projection(userId: user, at: sequence))
+                if sealed.pending != checkpoint.pending {
+                    problem(sequence, "pending checkpoint of user \(user) lists \(Self.describe(checkpoint)), the authenticated log up to \(sequence) gives \(Self.describe(sealed))")
+                }
+            }
+        }
+        return problems
+    }
+
+    static func describe(_ state: HeaderProjection) -> String {
+        guard !state.pending.isEmpty else { return "nothing pending" }
+        let items = state.pending.sorted { $0.key < $1.key }.prefix(5).map { "\($0.key) \($0.value.rawValue)" }
+        return "\(state.pending.count) pending (\(items.joined(separator: ", "))\(state.pending.count > 5 ? ", …" : ""))"
     }
 }

@@ -259,8 +259,9 @@ public final class VaultRepository: Sendable {
         return chain.first { pending[$0] != nil } ?? current
     }
 
+    /// The authenticated pending state (see ``VaultLogStore/pendingState(userId:)``).
     private func pendingState() throws -> HeaderProjection {
-        try store.pendingFromHeaders(userId: userId)
+        try store.pendingState(userId: userId)
     }
 
     /// The version an edit replaces: the latest pending snapshot, else the local copy.

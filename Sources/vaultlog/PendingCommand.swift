@@ -84,10 +84,10 @@ struct Pending: ParsableCommand {
                 return true
             }
         }
-        return projections.keys.sorted().map { user in
-            let pending = projections[user]!.pending
+        return projections.sorted { $0.key < $1.key }.map { user, projection in
+            let pending = projection.pending.sorted { $0.key < $1.key }
             return PendingReport.User(userId: user, pendingCount: pending.count,
-                                      pending: pending.keys.sorted().map { PendingReport.Item(cipherId: $0, changeType: pending[$0]!.rawValue) },
+                                      pending: pending.map { PendingReport.Item(cipherId: $0.key, changeType: $0.value.rawValue) },
                                       idMap: nil, lastSyncAbort: nil)
         }
     }
@@ -122,7 +122,7 @@ struct PendingReport: Encodable {
         init(_ projection: Projection, key: UnlockedUser, reveal: Bool) {
             userId = projection.userId
             pendingCount = projection.pendingCount
-            pending = projection.pending.keys.sorted().map { Item(projection.pending[$0]!, key: key, reveal: reveal) }
+            pending = projection.pending.sorted { $0.key < $1.key }.map { Item($0.value, key: key, reveal: reveal) }
             idMap = projection.idMap
             lastSyncAbort = projection.lastSyncAbort.map {
                 SyncAbort(at: $0.at.text, pendingCount: $0.pendingCount, reason: $0.reason)
@@ -209,11 +209,11 @@ struct PendingReport: Encodable {
             }
             if let quarantined = user.quarantined, !quarantined.isEmpty {
                 Console.out("  QUARANTINED (an event cannot be read; the item is not resolved; run 'vaultlog verify'):")
-                for id in quarantined.keys.sorted() { Console.out("    \(id): \(quarantined[id]!)") }
+                for (id, reason) in quarantined.sorted(by: { $0.key < $1.key }) { Console.out("    \(id): \(reason)") }
             }
             if let idMap = user.idMap, !idMap.isEmpty {
                 Console.out("  id map (temporary → server):")
-                for temp in idMap.keys.sorted() { Console.out("    \(temp) → \(idMap[temp]!)") }
+                for (temp, server) in idMap.sorted(by: { $0.key < $1.key }) { Console.out("    \(temp) → \(server)") }
             }
             if let abort = user.lastSyncAbort {
                 Console.out("  last sync aborted at \(Format.time(bitwardenText: abort.at)): \(abort.pendingCount.map(String.init) ?? "?") pending"

@@ -8,8 +8,10 @@ struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check a store's integrity; exit 1 with a per-sequence report when anything is wrong.",
         discussion: """
-        Walks every event, index entry and checkpoint: sequence order, header and envelope \
-        structure, index consistency in both directions. With a key, the MAC of each of that \
+        Walks every event, index entry and checkpoint: sequence order, each event stored under \
+        its own sequence, header and envelope structure, index consistency in both directions, \
+        and the unsealed pending checkpoint (the locked vault's pending count) against the \
+        log's headers. With a key, the MAC of each of that \
         user's events and checkpoints is checked too, which detects any flipped byte; without one \
         only structure can be checked (and the report says so).
         Progress is shown on stderr when stderr is a terminal.
@@ -37,7 +39,7 @@ struct Verify: ParsableCommand {
             let unlocked = try key.unlock(store)
             let keys = unlocked.map { [$0.userId: $0.sealingKey] } ?? [:]
             let progress = ProgressLine("verifying")
-            let report = try store.log.verify(keys: keys) { done, total in progress.update(done, of: total) }
+            let report = try store.verify(keys: keys) { done, total in progress.update(done, of: total) }
             progress.finish()
             let summary = VerifySummary(report, path: directory, storeLastSequence: try store.log.lastSequence())
             clean = report.isClean

@@ -202,3 +202,34 @@ import Foundation
         #expect(Environment.libraryVersion.hasPrefix("LMDB 0.9"))
     }
 }
+
+/// A data file whose meta pages were edited (a crafted file, not a bad copy).
+@Suite struct CraftedMetaPageTests {
+    /// The page number is the file's: a huge one used to overflow `(last page + 1) × page size`
+    /// and trap; it is refused with an error, and the file is left as it was.
+    @Test(arguments: [UInt64.max, UInt64.max - 1, 1 << 62])
+    func hugeLastPageNumber_isRefusedWithAnError(lastPage: UInt64) throws {
+        let dir = TemporaryDirectory()
+        do {
+            let env = try Environment(path: dir.path)
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(db, key: [0, 0, 0, 0, 0, 0, 0, 1], value: [1, 2, 3]) }
+            env.close()
+        }
+        let file = (dir.path as NSString).appendingPathComponent("data.mdb")
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+        let pageSize = bytes.withUnsafeBytes { Int($0.loadUnaligned(fromByteOffset: 40, as: UInt32.self)) }
+        try #require(pageSize >= 512 && bytes.count >= 2 * pageSize)
+        for meta in [0, pageSize] {   // both meta pages: last page number at offset 136
+            withUnsafeBytes(of: lastPage.littleEndian) { bytes.replaceSubrange(meta + 136..<meta + 144, with: $0) }
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        #expect {
+            try Environment(path: dir.path)
+        } throws: { error in
+            guard let error = error as? LMDBError else { return false }
+            return error.isCorrupted && error.operation.contains("data.mdb")
+        }
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: file))) == bytes, "the file is unchanged")
+    }
+}
