@@ -18,15 +18,20 @@ public struct EventHeader: Sendable, Hashable, Codable {
     public var eventType: UInt16
     /// When the event was recorded, in milliseconds since 1970 (UTC).
     public var recordedAtMillis: Int64
+    /// Format 2 and later: the MAC of the same user's previous event (32 zero bytes for the
+    /// user's first event), so each user's events form a chain and a deleted, reordered or
+    /// missing event is detected. Nil in format 1. Covered by this event's MAC like every field.
+    public var previousMAC: [UInt8]?
 
     public init(formatVersion: UInt8 = Envelope.currentFormatVersion, sequence: UInt64, userId: String,
-                cipherId: String, eventType: UInt16, recordedAtMillis: Int64) {
+                cipherId: String, eventType: UInt16, recordedAtMillis: Int64, previousMAC: [UInt8]? = nil) {
         self.formatVersion = formatVersion
         self.sequence = sequence
         self.userId = userId
         self.cipherId = cipherId
         self.eventType = eventType
         self.recordedAtMillis = recordedAtMillis
+        self.previousMAC = previousMAC
     }
 
     /// `recordedAtMillis` as a `Date`.
@@ -74,16 +79,21 @@ public struct SealingKey: Sendable, CustomStringConvertible {
     let events: SubKey
     /// Key for projection checkpoints.
     let checkpoints: SubKey
+    /// Key for the head records (each user's last sequence and chain value; MAC only).
+    let heads: SubKey
 
     /// HKDF info for event-body keys (part of the format; never change it).
     public static let eventInfo = "vaultlog.envelope.v1"
     /// HKDF info for checkpoint keys (part of the format; never change it).
     public static let checkpointInfo = "vaultlog.checkpoint.v1"
+    /// HKDF info for head-record keys (part of the format; never change it).
+    public static let headInfo = "vaultlog.head.v1"
 
     /// Derives the sealing keys from a user key.
     public init(userKey: SymmetricCryptoKey) {
         events = SubKey(userKey.derive(info: Self.eventInfo))
         checkpoints = SubKey(userKey.derive(info: Self.checkpointInfo))
+        heads = SubKey(userKey.derive(info: Self.headInfo))
     }
 
     public var description: String { "SealingKey(<redacted>)" }
@@ -106,11 +116,16 @@ public struct SealingKey: Sendable, CustomStringConvertible {
 ///
 /// ```
 /// [version u8][headerLength u8][sequence u64 BE][recordedAt i64 BE ms][eventType u16 BE]
-/// [userIdLength u8][userId][cipherIdLength u8][cipherId]  |  [iv 16][mac 32][ciphertext 16·n]
+/// [userIdLength u8][userId][cipherIdLength u8][cipherId]([previousMAC 32] from v2)  |  [iv 16][mac 32][ciphertext 16·n]
 /// ```
 public struct Envelope: Sendable {
-    /// The version new envelopes are written with.
-    public static let currentFormatVersion: UInt8 = 1
+    /// The version new envelopes are written with (2: the header carries the previous MAC of
+    /// the user's chain). Version 1 envelopes are still read and imported unchanged.
+    public static let currentFormatVersion: UInt8 = 2
+    /// The first version whose header carries ``EventHeader/previousMAC``.
+    public static let chainedFormatVersion: UInt8 = 2
+    /// The chain value before a user's first event.
+    public static let chainStart = [UInt8](repeating: 0, count: 32)
     /// Longest user or cipher id (UTF-8 bytes) a header holds.
     public static let maxIdLength = 100
     static let fixedHeaderBytes = 1 + 1 + 8 + 8 + 2
@@ -176,11 +191,19 @@ public struct Envelope: Sendable {
         }
         let userId = try readId("user id")
         let cipherId = try readId("cipher id")
+        var previousMAC: [UInt8]?
+        if version >= chainedFormatVersion {
+            guard headerLength - offset >= macBytes else {
+                throw EnvelopeError.malformed(sequence: sequence, reason: "header of format v\(version) has no room for the previous event's MAC")
+            }
+            previousMAC = Array(b[offset..<offset + macBytes])
+            offset += macBytes
+        }
         guard offset == headerLength else {
             throw EnvelopeError.malformed(sequence: sequence, reason: "header length \(headerLength) does not match its fields (\(offset))")
         }
         let header = EventHeader(formatVersion: version, sequence: sequence, userId: userId, cipherId: cipherId,
-                                 eventType: eventType, recordedAtMillis: recordedAt)
+                                 eventType: eventType, recordedAtMillis: recordedAt, previousMAC: previousMAC)
         return (header, headerLength)
     }
 
@@ -190,7 +213,12 @@ public struct Envelope: Sendable {
         let cipher = Array(header.cipherId.utf8)
         guard user.count <= maxIdLength else { throw EnvelopeError.idTooLong(header.userId) }
         guard cipher.count <= maxIdLength else { throw EnvelopeError.idTooLong(header.cipherId) }
-        let length = fixedHeaderBytes + 2 + user.count + cipher.count
+        let chained = header.formatVersion >= chainedFormatVersion
+        let previous = header.previousMAC ?? chainStart
+        guard !chained || previous.count == macBytes else {
+            throw EnvelopeError.malformed(sequence: header.sequence, reason: "previous MAC of \(previous.count) bytes (expected \(macBytes))")
+        }
+        let length = fixedHeaderBytes + 2 + user.count + cipher.count + (chained ? macBytes : 0)
         var out = [UInt8]()
         out.reserveCapacity(length)
         out.append(header.formatVersion)
@@ -202,6 +230,7 @@ public struct Envelope: Sendable {
         out.append(contentsOf: user)
         out.append(UInt8(cipher.count))
         out.append(contentsOf: cipher)
+        if chained { out.append(contentsOf: previous) }
         return out
     }
 
@@ -215,8 +244,19 @@ public struct Envelope: Sendable {
     /// Appends `iv ‖ mac ‖ ciphertext` for `body` to `out`, which holds the header so far; the
     /// MAC covers everything in `out` before the IV.
     static func sealBody(_ body: [UInt8], appendingTo out: inout [UInt8], key: SealingKey.SubKey, iv: ArraySlice<UInt8>) throws {
+        try appendMAC(ciphertext: encrypt(body, key: key, iv: iv), appendingTo: &out, key: key, iv: iv)
+    }
+
+    /// The AES-256-CBC ciphertext of `body` (independent per event, so a batch encrypts in parallel).
+    static func encrypt(_ body: [UInt8], key: SealingKey.SubKey, iv: ArraySlice<UInt8>) throws -> [UInt8] {
         precondition(iv.count == ivBytes, "envelope IV must be 16 bytes")
-        let ciphertext = try AES._CBC.encrypt(body, using: key.key.encryptionKey, iv: AES._CBC.IV(ivBytes: iv))
+        return Array(try AES._CBC.encrypt(body, using: key.key.encryptionKey, iv: AES._CBC.IV(ivBytes: iv)))
+    }
+
+    /// Appends `iv ‖ mac ‖ ciphertext`, the MAC covering `out` (the header) ‖ IV ‖ ciphertext,
+    /// and returns the MAC.
+    @discardableResult
+    static func appendMAC(ciphertext: [UInt8], appendingTo out: inout [UInt8], key: SealingKey.SubKey, iv: ArraySlice<UInt8>) throws -> [UInt8] {
         var hmac = key.hmac
         hmac.update(data: out)
         hmac.update(data: iv)
@@ -226,12 +266,16 @@ public struct Envelope: Sendable {
         out.append(contentsOf: iv)
         out.append(contentsOf: mac)
         out.append(contentsOf: ciphertext)
+        return Array(mac)
     }
 
     /// Verifies the MAC over header and body, then decrypts the body.
     public func open(key: SealingKey) throws -> [UInt8] {
         try Self.openBody(bytes, headerLength: headerLength, key: key.events, sequence: header.sequence)
     }
+
+    /// The stored MAC: the chain value the user's next event (format 2) names as its previous.
+    public var mac: ArraySlice<UInt8> { bytes[(headerLength + Self.ivBytes)..<(headerLength + Self.ivBytes + Self.macBytes)] }
 
     /// Verifies only the MAC (what `verify` does with a key).
     public func authenticate(key: SealingKey) -> Bool {

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LMDB
 import Synchronization
@@ -34,6 +35,8 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
     case corruptMetadata(String)
     /// A checkpoint failed authentication or is malformed.
     case checkpoint(String)
+    /// A head record (a user's last sequence and chain value) failed authentication or is malformed.
+    case headRecord(String)
     /// The underlying LMDB error, with the store path.
     case storage(path: String, LMDBError)
     /// No sequence is left after `last` (the log holds an event at sequence 2^64 − 1, which
@@ -48,6 +51,8 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
             return "store metadata is corrupt (\(what)); run 'vaultlog verify' for a full report"
         case .checkpoint(let what):
             return "checkpoint: \(what)"
+        case .headRecord(let what):
+            return what
         case .sequenceSpaceExhausted(let last):
             return "the log's last sequence is \(last), the largest there is: no event can be appended after it (nothing was written); export the events you need and start a new store"
         case .storage(let path, let error):
@@ -90,8 +95,10 @@ public struct EventLogOptions: Sendable {
 /// The log is append-only with one documented exception: ``deleteUser(_:)`` (logout) removes
 /// everything of one user.
 public final class EventLogStore: Sendable {
-    /// The store format this build writes and reads.
-    public static let storeFormatVersion = 1
+    /// The store format this build writes and reads. 2: envelopes of format 2 (each user's
+    /// events chained by their MACs) and the `heads` database. A format 1 store is upcast when
+    /// opened writable: its events stay as they are (still read), new events are format 2.
+    public static let storeFormatVersion = 2
 
     /// The LMDB environment.
     public let environment: Environment
@@ -101,6 +108,9 @@ public final class EventLogStore: Sendable {
     let index: Database
     let checkpoints: Database
     let meta: Database
+    /// Per user, the sealed head record (last sequence and chain value); nil only in a store
+    /// opened read-only that was written before format 2.
+    let heads: Database?
     let random: any RandomSource
     let logger: Logger
 
@@ -128,25 +138,51 @@ public final class EventLogStore: Sendable {
         } catch let error as LMDBError {
             throw EventLogError.storage(path: path, error)
         }
-        try checkFormat(writable: !options.environment.readOnly)
+        let writable = !options.environment.readOnly
+        let stored = try Self.checkFormat(environment, meta)
+        let environment = environment
+        do {
+            if writable {
+                // Creates the store's marker, or upcasts a format 1 store: the marker and the
+                // `heads` database change together; no event is rewritten.
+                let metaDatabase = meta
+                heads = try environment.write { txn in
+                    let heads = try txn.openDatabase("heads", create: true)
+                    if stored != Self.storeFormatVersion {
+                        try txn.put(metaDatabase, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)])
+                    }
+                    return heads
+                }
+                if let stored, stored < Self.storeFormatVersion {
+                    options.logger.info("store upcast", metadata: ["path": "\(path)", "from": "\(stored)", "to": "\(Self.storeFormatVersion)"])
+                }
+            } else {
+                heads = (try? environment.openExistingDatabases(["heads"]))?.first
+            }
+        } catch let error as LMDBError {
+            throw EventLogError.storage(path: path, error)
+        }
     }
 
-    private func checkFormat(writable: Bool) throws {
-        let stored = try environment.read { try $0.get(meta, key: Array("format".utf8)) }
-        if let stored {
-            guard stored.count == 1 else { throw EventLogError.corruptMetadata("format marker of \(stored.count) bytes") }
-            guard stored[0] >= 1 else { throw EventLogError.corruptMetadata("format marker 0") }
-            guard Int(stored[0]) <= Self.storeFormatVersion else {
-                throw EventLogError.newerStoreFormat(found: Int(stored[0]), supported: Self.storeFormatVersion)
-            }
-        } else if writable {
-            try environment.write { try $0.put(meta, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)]) }
+    /// The stored format (nil for a new store), refusing a corrupt or newer one before anything is changed.
+    private static func checkFormat(_ environment: Environment, _ meta: Database) throws -> Int? {
+        guard let stored = try environment.read({ try $0.get(meta, key: Array("format".utf8)) }) else { return nil }
+        guard stored.count == 1 else { throw EventLogError.corruptMetadata("format marker of \(stored.count) bytes") }
+        guard stored[0] >= 1 else { throw EventLogError.corruptMetadata("format marker 0") }
+        guard Int(stored[0]) <= storeFormatVersion else {
+            throw EventLogError.newerStoreFormat(found: Int(stored[0]), supported: storeFormatVersion)
         }
+        return Int(stored[0])
+    }
+
+    /// The format marker as stored (1 for a store not yet upcast).
+    public func storedFormatVersion() throws -> Int {
+        try Self.checkFormat(environment, meta) ?? Self.storeFormatVersion
     }
 
     /// Opens (creating) a domain database in this environment, e.g. the local `ciphers` cache.
     public func openDatabase(_ name: String) throws -> Database {
-        precondition(!["events", "index", "checkpoints", "meta"].contains(name), "\(name) is reserved by EventLog")
+        precondition(!["events", "index", "checkpoints", "meta", "heads"].contains(name), "\(name) is reserved by EventLog")
         return try environment.openDatabase(name, create: !environment.options.readOnly)
     }
 
@@ -292,7 +328,10 @@ public struct LogTransaction {
         guard UInt64.max - last >= UInt64(newEvents.count) else { throw EventLogError.sequenceSpaceExhausted(last: last) }
         let first = last + 1
         let sequences = (0..<UInt64(newEvents.count)).map { first + $0 }
-        let sealed = try Self.seal(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count))
+        var chains: [String: [UInt8]] = [:]
+        for user in Set(newEvents.map(\.userId)) { chains[user] = try chainTip(userId: user, key: key) }
+        let sealed = try Self.seal(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count),
+                                   chains: &chains)
         try transaction.withCursor(store.events) { cursor in
             for (sequence, bytes) in zip(sequences, sealed) {
                 var k = sequence.bigEndian
@@ -330,7 +369,49 @@ public struct LogTransaction {
                 }
             }
         }
+        // Each user's head record moves in the same transaction as the events.
+        for (user, groupSequences) in userGroups {
+            guard let lastOfUser = groupSequences.last, let chain = chains[user] else { continue }
+            try putHead(HeadRecord(userId: user, lastSequence: lastOfUser, chain: chain), key: key)
+        }
         return sequences
+    }
+
+    /// The MAC a user's next event chains onto: the sealed head record's chain value (checked
+    /// with `key`), or, in a store without one (upcast from format 1, or imported without
+    /// heads), the MAC of the user's last event; 32 zero bytes for a user with no event.
+    /// Following the head rather than the last event keeps a deleted tail detectable after
+    /// later appends (the next event names the missing one as its previous).
+    func chainTip(userId: String, key: SealingKey) throws -> [UInt8] {
+        if let db = store.heads, let bytes = try transaction.get(db, key: IndexKey.checkpointPrefix(userId)) {
+            guard let head = HeadRecord(bytes: bytes), head.userId == userId else {
+                throw EventLogError.headRecord("the head record of user \(userId) is malformed; nothing was written: run 'vaultlog verify' for a full report")
+            }
+            guard head.authenticate(bytes, key: key) else {
+                throw EventLogError.headRecord("the head record of user \(userId) failed authentication (wrong key or tampered file); nothing was written: run 'vaultlog verify' for a full report")
+            }
+            return head.chain
+        }
+        guard let last = try reader.lastSequence(userId: userId), let envelope = try reader.envelope(at: last) else {
+            return Envelope.chainStart
+        }
+        try LogReader.checkIndexed(envelope.header, sequence: last, userId: userId)
+        return Array(envelope.mac)
+    }
+
+    func putHead(_ head: HeadRecord, key: SealingKey) throws {
+        guard let db = store.heads else { return }
+        try transaction.put(db, key: IndexKey.checkpointPrefix(head.userId), value: head.sealed(key: key))
+    }
+
+    /// Stores a head record sealed elsewhere, byte for byte (`vaultlog import` of an export's
+    /// heads). It must parse and name `userId`; its MAC is checked by `verify` with the key.
+    public func putSealedHead(userId: String, bytes: [UInt8]) throws {
+        guard let head = HeadRecord(bytes: bytes), head.userId == userId else {
+            throw EventLogError.headRecord("the head record given for user \(userId) is malformed")
+        }
+        guard let db = store.heads else { return }
+        try transaction.put(db, key: IndexKey.checkpointPrefix(userId), value: bytes)
     }
 
     /// Appends one event.
@@ -359,13 +440,31 @@ public struct LogTransaction {
     /// once sequences are assigned; smaller batches are not worth the dispatch).
     static let parallelSealThreshold = 64
 
-    /// Seals events with consecutive sequences from `firstSequence`, in parallel for large batches.
-    static func seal(_ events: [NewEvent], firstSequence: UInt64, key: SealingKey, ivs: [UInt8]) throws -> [[UInt8]] {
-        @Sendable func sealOne(_ i: Int) throws -> [UInt8] {
-            let event = events[i]
+    /// Seals events with consecutive sequences from `firstSequence`, each user's chained onto
+    /// `chains[user]` (its previous MAC; updated to the last MAC sealed). Bodies are encrypted
+    /// in parallel for large batches; the MACs then run in order, one extra 32-byte HMAC input
+    /// per event (the previous MAC is part of the header).
+    static func seal(_ events: [NewEvent], firstSequence: UInt64, key: SealingKey, ivs: [UInt8],
+                     chains: inout [String: [UInt8]]) throws -> [[UInt8]] {
+        let ciphertexts = try encrypt(events, key: key, ivs: ivs)
+        var out: [[UInt8]] = []
+        out.reserveCapacity(events.count)
+        for (i, event) in events.enumerated() {
             let header = EventHeader(sequence: firstSequence + UInt64(i), userId: event.userId, cipherId: event.cipherId,
-                                     eventType: event.eventType, recordedAtMillis: event.recordedAtMillis)
-            return try Envelope.seal(header: header, body: event.body, key: key, iv: ivs[16 * i..<16 * i + 16])
+                                     eventType: event.eventType, recordedAtMillis: event.recordedAtMillis,
+                                     previousMAC: chains[event.userId] ?? Envelope.chainStart)
+            var bytes = try Envelope.encodeHeader(header)
+            chains[event.userId] = try Envelope.appendMAC(ciphertext: ciphertexts[i], appendingTo: &bytes, key: key.events,
+                                                          iv: ivs[16 * i..<16 * i + 16])
+            out.append(bytes)
+        }
+        return out
+    }
+
+    /// The bodies' ciphertexts, in parallel for large batches.
+    static func encrypt(_ events: [NewEvent], key: SealingKey, ivs: [UInt8]) throws -> [[UInt8]] {
+        @Sendable func sealOne(_ i: Int) throws -> [UInt8] {
+            try Envelope.encrypt(events[i].body, key: key.events, iv: ivs[16 * i..<16 * i + 16])
         }
         let count = events.count
         let cores = ProcessInfo.processInfo.activeProcessorCount
@@ -397,6 +496,7 @@ public struct LogTransaction {
             try deleteAll(in: store.index, withPrefix: prefix)
         }
         try deleteAll(in: store.checkpoints, withPrefix: IndexKey.checkpointPrefix(userId))
+        if let heads = store.heads { try transaction.delete(heads, key: IndexKey.checkpointPrefix(userId)) }
         return sequences.count
     }
 
@@ -496,6 +596,29 @@ public struct LogReader {
         try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
             guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
             out.append(readBE(key, at: prefix.count, as: UInt64.self))
+            return true
+        }
+        return out
+    }
+
+    /// The sequence of the user's last event (from the index), or nil.
+    public func lastSequence(userId: String) throws -> UInt64? {
+        let prefix = IndexKey.userPrefix(userId)
+        var found: UInt64?
+        try transaction.scan(store.index, from: prefix + [UInt8](repeating: 0xFF, count: 8), reverse: true) { key, _ in
+            if key.count == prefix.count + 8, key.starts(with: prefix) { found = readBE(key, at: prefix.count, as: UInt64.self) }
+            return false
+        }
+        return found
+    }
+
+    /// Every stored head record, by user id, as stored (sealed; for `vaultlog export`).
+    public func sealedHeads() throws -> [String: [UInt8]] {
+        guard let db = store.heads else { return [:] }
+        var out: [String: [UInt8]] = [:]
+        try transaction.scan(db) { _, value in
+            let bytes = Array(value)
+            if let head = HeadRecord(bytes: bytes) { out[head.userId] = bytes }
             return true
         }
         return out
@@ -608,6 +731,60 @@ enum Checkpoint {
         out.append(contentsOf: user)
         appendBE(sequence, to: &out)
         return out
+    }
+}
+
+/// A user's head record: the sequence of the user's last event and its MAC (the chain value),
+/// sealed with the user's head key, so deleting the tail of a user's events is detected:
+/// `"VLHD" ‖ 0x01 ‖ userIdLength ‖ userId ‖ lastSequence(8, BE) ‖ chain(32) ‖ MAC(32)`, the
+/// HMAC-SHA256 covering every byte before it. Updated in the transaction of every append.
+struct HeadRecord: Equatable {
+    static let magic = Array("VLHD".utf8)
+    let userId: String
+    let lastSequence: UInt64
+    let chain: [UInt8]
+
+    init(userId: String, lastSequence: UInt64, chain: [UInt8]) {
+        self.userId = userId
+        self.lastSequence = lastSequence
+        self.chain = chain
+    }
+
+    /// Parses the stored bytes (nil when they are not a head record); the MAC is not checked.
+    init?(bytes: [UInt8]) {
+        guard bytes.count >= 4 + 1 + 1 + 8 + 32 + 32, bytes.starts(with: Self.magic), bytes[4] == 1 else { return nil }
+        let length = Int(bytes[5])
+        guard bytes.count == 6 + length + 8 + 32 + 32,
+              let user = String(validating: bytes[6..<6 + length], as: UTF8.self) else { return nil }
+        userId = user
+        lastSequence = bytes[(6 + length)..<(14 + length)].reduce(0) { $0 << 8 | UInt64($1) }
+        chain = Array(bytes[(14 + length)..<(46 + length)])
+    }
+
+    func unsealed() -> [UInt8] {
+        var out = Self.magic + [1]
+        let user = Array(userId.utf8.prefix(Envelope.maxIdLength))
+        out.append(UInt8(user.count))
+        out.append(contentsOf: user)
+        appendBE(lastSequence, to: &out)
+        out.append(contentsOf: chain)
+        return out
+    }
+
+    func sealed(key: SealingKey) -> [UInt8] {
+        var out = unsealed()
+        var hmac = key.heads.hmac
+        hmac.update(data: out)
+        out.append(contentsOf: hmac.finalize())
+        return out
+    }
+
+    /// Whether `bytes` (this record as stored) carry a valid MAC under `key`.
+    func authenticate(_ bytes: [UInt8], key: SealingKey) -> Bool {
+        guard bytes.count > 32 else { return false }
+        var hmac = key.heads.hmac
+        hmac.update(data: bytes[..<(bytes.count - 32)])
+        return constantTimeEquals(Array(hmac.finalize()), bytes.suffix(32))
     }
 }
 

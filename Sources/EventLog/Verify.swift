@@ -10,6 +10,14 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case malformedCheckpoint, checkpointAuthenticationFailed, metadata
         /// A record derived from the log (e.g. the domain's pending checkpoint) disagrees with it.
         case derivedRecordMismatch
+        /// A format 2 event does not name the MAC of its user's previous event in the log: an
+        /// event between them was removed, or events were reordered.
+        case chainBroken
+        /// A user's sealed head record names a later last event (or another chain value) than
+        /// the log holds: the tail of that user's events was removed.
+        case truncated
+        /// A head record that does not parse, is missing for a chained log, or fails authentication.
+        case malformedHead, headAuthenticationFailed
     }
 
     /// The event sequence concerned, when there is one.
@@ -41,6 +49,8 @@ public struct VerifyReport: Sendable {
     public var indexEntriesChecked = 0
     /// Checkpoints checked.
     public var checkpointsChecked = 0
+    /// Head records checked (one per user with format 2 events).
+    public var headsChecked = 0
     /// Users seen whose events could only be checked structurally (no key given).
     public var usersWithoutKey: Set<String> = []
     /// Everything wrong, in store order.
@@ -64,6 +74,10 @@ extension EventLogStore {
         let total = try eventCount()
         var previous: UInt64 = 0
         var nextKey: [UInt8] = sequenceKey(0)
+        // Per user, the last event seen: the link the user's next format 2 event must name.
+        var tips: [String: ChainTip] = [:]
+        // The last event reported damaged: a chain break right after damage is not reported again.
+        var lastDamaged: UInt64 = 0
 
         // Events, in batches of `batchSize` per read transaction.
         var done = false
@@ -90,15 +104,32 @@ extension EventLogStore {
                     do {
                         envelope = try Envelope(bytes: Array(value))
                     } catch EnvelopeError.unsupportedVersion(_, let version) {
+                        // An envelope that cannot be read is a gap in every user's chain.
+                        lastDamaged = sequence
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .unsupportedVersion,
                             message: "envelope format v\(version) is newer than this build reads"))
                         return seen < batchSize
                     } catch {
+                        lastDamaged = sequence
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .malformedEnvelope,
                             message: "envelope does not parse: \(Self.reason(error))"))
                         return seen < batchSize
                     }
                     let header = envelope.header
+                    let problemsBefore = report.problems.count
+                    defer {
+                        // The chain link, for an event found sound: a damaged one was reported
+                        // above and is no link (the next event's break is explained by it).
+                        if report.problems.count == problemsBefore {
+                            let tip = tips[header.userId]
+                            if lastDamaged <= (tip?.sequence ?? 0), let problem = Self.checkLink(envelope, after: tip) {
+                                report.problems.append(VerifyProblem(sequence: sequence, kind: .chainBroken, message: problem))
+                            }
+                            tips[header.userId] = ChainTip(sequence: sequence, mac: Array(envelope.mac), formatVersion: header.formatVersion)
+                        } else {
+                            lastDamaged = sequence
+                        }
+                    }
                     if header.sequence != sequence {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .sequenceMismatch,
                             message: "stored under key \(sequence) but its header (covered by the MAC) says event \(header.sequence): an envelope copied or moved within the file"))
@@ -155,6 +186,8 @@ extension EventLogStore {
             }
         }
 
+        report.problems += try verifyHeads(tips: tips, lastDamaged: lastDamaged, keys: keys, report: &report)
+
         // Checkpoints: framing always, MAC when the user's key is known.
         try read { reader in
             try reader.transaction.scan(checkpoints) { key, value in
@@ -182,6 +215,71 @@ extension EventLogStore {
             }
         }
         return report
+    }
+
+    /// The last event of a user seen by the walk.
+    struct ChainTip {
+        let sequence: UInt64
+        let mac: [UInt8]
+        let formatVersion: UInt8
+    }
+
+    /// Why `envelope` does not link to `tip` (its user's previous event in the log), or nil.
+    /// Format 1 events carry no link; the first format 2 event after them names the last one's MAC.
+    static func checkLink(_ envelope: Envelope, after tip: ChainTip?) -> String? {
+        guard let named = envelope.header.previousMAC else { return nil }
+        let user = envelope.header.userId
+        guard let tip else {
+            guard named != Envelope.chainStart else { return nil }
+            return "user \(user)'s first event in the log names a previous event: the events of this user before it were removed"
+        }
+        guard !named.elementsEqual(tip.mac) else { return nil }
+        return "does not follow user \(user)'s event \(tip.sequence), the one before it in the log (the chain of that user's MACs is broken): an event between them was removed, or events were moved"
+    }
+
+    /// Each user's sealed head record against the last event the walk saw: parse always, MAC
+    /// with the user's key, and last sequence and chain value against the log.
+    func verifyHeads(tips: [String: ChainTip], lastDamaged: UInt64, keys: [String: SealingKey], report: inout VerifyReport) throws -> [VerifyProblem] {
+        var problems: [VerifyProblem] = []
+        var headed: Set<String> = []
+        guard let heads else { return [] }
+        try read { reader in
+            try reader.transaction.scan(heads) { key, value in
+                report.headsChecked += 1
+                let bytes = Array(value)
+                guard let head = HeadRecord(bytes: bytes), Array(key) == IndexKey.checkpointPrefix(head.userId) else {
+                    problems.append(VerifyProblem(sequence: nil, kind: .malformedHead, message: "a head record (\(bytes.count) bytes) does not parse"))
+                    return true
+                }
+                let user = head.userId
+                headed.insert(user)
+                if let key = keys[user], !head.authenticate(bytes, key: key) {
+                    problems.append(VerifyProblem(sequence: head.lastSequence, kind: .headAuthenticationFailed,
+                        message: "the head record of user \(user) failed authentication (tampered, or wrong key)"))
+                    return true
+                }
+                // A damaged last event was reported in the walk (and explains a mismatch here).
+                guard lastDamaged <= (tips[user]?.sequence ?? 0) else { return true }
+                guard let tip = tips[user] else {
+                    problems.append(VerifyProblem(sequence: head.lastSequence, kind: .truncated,
+                        message: "the head record of user \(user) says its last event is \(head.lastSequence), but the log holds no event of that user: they were removed"))
+                    return true
+                }
+                if tip.sequence < head.lastSequence {
+                    problems.append(VerifyProblem(sequence: head.lastSequence, kind: .truncated,
+                        message: "the head record of user \(user) says its last event is \(head.lastSequence), but the log's last event of that user is \(tip.sequence): the events after it were removed"))
+                } else if tip.sequence != head.lastSequence || tip.mac != head.chain {
+                    problems.append(VerifyProblem(sequence: tip.sequence, kind: .truncated,
+                        message: "the head record of user \(user) (last event \(head.lastSequence)) does not match the log's last event of that user (\(tip.sequence)): the head or the events were altered"))
+                }
+                return true
+            }
+        }
+        for (user, tip) in tips.sorted(by: { $0.key < $1.key }) where tip.formatVersion >= Envelope.chainedFormatVersion && !headed.contains(user) {
+            problems.append(VerifyProblem(sequence: tip.sequence, kind: .malformedHead,
+                message: "user \(user) has chained (format 2) events but no head record: it was removed, so a removed tail would go unnoticed"))
+        }
+        return problems
     }
 
     static func reason(_ error: any Error) -> String {

@@ -207,20 +207,31 @@ public struct VaultEvent: Sendable, Equatable {
         try self.init(header: envelope.header, plaintext: plaintext)
     }
 
+    /// The body schema versions (`v`) this build decodes.
+    public static let bodySchemaVersions: ClosedRange<Int> = 1...1
+
     /// Decodes a body already opened.
     public init(header: EventHeader, plaintext: [UInt8]) throws {
         guard let type = VaultEventType(rawValue: header.eventType) else {
             throw OfflineSyncError.corruptEvent(sequence: header.sequence, reason: "unknown event type \(header.eventType)")
         }
         let decoder = JSONDecoder()
+        let version: Int
         do {
             if type.isOperation {
-                body = .operation(try decoder.decode(OperationBody.self, from: Data(plaintext)))
+                let operation = try decoder.decode(OperationBody.self, from: Data(plaintext))
+                (body, version) = (.operation(operation), operation.v)
             } else {
-                body = .outcome(try decoder.decode(OutcomeBody.self, from: Data(plaintext)))
+                let outcome = try decoder.decode(OutcomeBody.self, from: Data(plaintext))
+                (body, version) = (.outcome(outcome), outcome.v)
             }
         } catch {
             throw OfflineSyncError.corruptEvent(sequence: header.sequence, reason: "body does not decode: \(error)")
+        }
+        // The body schema has one version so far; a later one is refused, not misread.
+        guard Self.bodySchemaVersions.contains(version) else {
+            throw OfflineSyncError.corruptEvent(sequence: header.sequence,
+                reason: "body schema version \(version) is not one this build reads (\(Self.bodySchemaVersions.map(String.init).joined(separator: ", "))): written by a newer VaultLog; open the store with that version")
         }
         self.header = header
         self.type = type

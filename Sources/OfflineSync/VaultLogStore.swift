@@ -408,7 +408,13 @@ public final class VaultLogStore: Sendable {
         return (keys, newEvents)
     }
 
-    static func millis(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    /// Milliseconds since 1970 for an envelope header; a date outside Int64's range (only a
+    /// crafted clock can make one) is clamped instead of trapping.
+    static func millis(_ date: Date) -> Int64 {
+        let millis = (date.timeIntervalSince1970 * 1000).rounded()
+        guard millis.isFinite else { return millis > 0 ? .max : .min }
+        return Int64(exactly: millis) ?? (millis > 0 ? .max : .min)
+    }
 
     /// Decoded events of a user (optionally one item), in order. Needs the key.
     public func events(userId: String, cipherId: String? = nil, after: UInt64 = 0) throws -> [VaultEvent] {
@@ -679,6 +685,20 @@ public final class VaultLogStore: Sendable {
         }
         lock(userId: userId)
         notifyObservers(userId: userId)
+    }
+
+    /// ``logout(userId:)``, then closes this store and rewrites its file without free pages
+    /// (``Environment/compactFile(at:)``). Deleted records stay in LMDB's free pages until they
+    /// are reused: the logged-out account's wrapped user key and its sealed events would still
+    /// be in `data.mdb`. After this they are not. The store is closed when this returns (also
+    /// when the compaction fails: the logout has happened, the file still holds free pages);
+    /// open it again to go on. Every other handle on the directory must be closed first.
+    @discardableResult
+    public func logoutAndClose(userId: String) throws -> Environment.Compaction {
+        try logout(userId: userId)
+        let path = log.environment.path
+        close()
+        return try Environment.compactFile(at: path)
     }
 }
 

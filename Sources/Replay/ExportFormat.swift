@@ -33,9 +33,12 @@ public enum ExportFormat {
         /// Stored accounts (email, KDF, protected user key: no secret in clear), so the
         /// imported store unlocks with `--email` too.
         public var accounts: [StoredAccount]
+        /// Each user's sealed head record (user id → base64), so the imported store still
+        /// detects a removed tail. Absent in exports written before envelope format 2.
+        public var heads: [String: String]?
 
         public init(format: String, version: Int, storeFormatVersion: Int, envelopeFormatVersion: UInt8,
-                    eventCount: Int, lastSequence: UInt64, accounts: [StoredAccount]) {
+                    eventCount: Int, lastSequence: UInt64, accounts: [StoredAccount], heads: [String: String]? = nil) {
             self.format = format
             self.version = version
             self.storeFormatVersion = storeFormatVersion
@@ -43,6 +46,7 @@ public enum ExportFormat {
             self.eventCount = eventCount
             self.lastSequence = lastSequence
             self.accounts = accounts
+            self.heads = heads
         }
     }
 

@@ -439,6 +439,10 @@ final class Run: @unchecked Sendable {
         return ref
     }
 
+    /// The longest clock step a scenario may take (100 years): enough for any retention or
+    /// expiry rule, and far from the dates a header's millisecond field can hold.
+    static let maxAdvance: Double = 100 * 365 * 86_400
+
     func perform(_ step: ScenarioStep, index: Int) async throws {
         switch step.do {
         case "offline":
@@ -447,7 +451,9 @@ final class Run: @unchecked Sendable {
         case "online":
             for user in users { user.client.setBaseURL(serverURL) }
         case "advance":
-            guard let seconds = step.seconds, seconds >= 0 else { throw ReplayError.badStep(index: index, reason: "'advance' needs 'seconds' ≥ 0") }
+            guard let seconds = step.seconds, seconds >= 0, seconds <= Self.maxAdvance else {
+                throw ReplayError.badStep(index: index, reason: "'advance' needs 'seconds' from 0 to \(Int(Self.maxAdvance)) (100 years)")
+            }
             if emulator == nil {
                 // A real server's clock cannot be moved: wait for real (whole seconds matter for backup names).
                 try await Task.sleep(for: .seconds(min(seconds, 2)))

@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import VaultCrypto
 import OfflineSync
 import Replay
 
@@ -49,7 +50,8 @@ struct Export: ParsableCommand {
                 let metadata = ExportFormat.Metadata(
                     format: ExportFormat.name, version: ExportFormat.version,
                     storeFormatVersion: EventLogStore.storeFormatVersion, envelopeFormatVersion: Envelope.currentFormatVersion,
-                    eventCount: count, lastSequence: try reader.lastSequence(), accounts: accounts)
+                    eventCount: count, lastSequence: try reader.lastSequence(), accounts: accounts,
+                    heads: try reader.sealedHeads().mapValues { Base64.encode($0) })
                 try sink.write(ExportFormat.encode(metadata))
                 var written = 0
                 try reader.forEachEnvelope(from: 1, to: .max) { envelope in

@@ -77,6 +77,7 @@ struct Import: ParsableCommand {
                 while let line = reader.next() {
                     try txn.appendSealed(try ExportScan.envelope(line, number: reader.lineNumber))
                 }
+                for (user, head) in scan.heads { try txn.putSealedHead(userId: user, bytes: head) }
             }
             for account in scan.metadata.accounts { try store.saveAccount(account) }
         } catch {
@@ -119,6 +120,8 @@ struct ExportScan {
     let metadata: ExportFormat.Metadata
     let users: [String]
     let fileSize: Int
+    /// Each user's sealed head record, from the metadata (checked by verify after the import).
+    let heads: [String: [UInt8]]
 
     init(path: String) throws {
         self.path = path
@@ -135,6 +138,19 @@ struct ExportScan {
             throw Self.malformed(path, 1, error.reason)
         }
         self.metadata = metadata
+        for account in metadata.accounts {
+            do {
+                try account.kdf.validate()
+            } catch {
+                throw Self.malformed(path, 1, "the stored account \(account.email) has KDF settings no client accepts (\(error))")
+            }
+        }
+        var heads: [String: [UInt8]] = [:]
+        for (user, text) in metadata.heads ?? [:] {
+            guard let bytes = Base64.decode(text) else { throw Self.malformed(path, 1, "the head record of user \(user) is not base64") }
+            heads[user] = bytes
+        }
+        self.heads = heads
         var previous: UInt64 = 0
         var count = 0
         var users: Set<String> = Set(metadata.accounts.map(\.userId))

@@ -10,6 +10,8 @@ struct Verify: ParsableCommand {
         discussion: """
         Walks every event, index entry and checkpoint: sequence order, each event stored under \
         its own sequence, header and envelope structure, index consistency in both directions, \
+        each user's chain of events and head record (a removed, moved or truncated event is \
+        reported by sequence), \
         and the unsealed pending checkpoint (the locked vault's pending count) against the \
         log's headers. With a key, the MAC of each of that \
         user's events and checkpoints is checked too, which detects any flipped byte; without one \
@@ -67,6 +69,7 @@ struct VerifySummary: Encodable {
     var eventsAuthenticated: Int
     var indexEntriesChecked: Int
     var checkpointsChecked: Int
+    var headsChecked: Int
     var lastSequence: UInt64
     /// Users whose MACs were not checked because no key was given for them.
     var usersWithoutKey: [String]
@@ -81,6 +84,7 @@ struct VerifySummary: Encodable {
         eventsAuthenticated = report.eventsAuthenticated
         indexEntriesChecked = report.indexEntriesChecked
         checkpointsChecked = report.checkpointsChecked
+        headsChecked = report.headsChecked
         lastSequence = storeLastSequence
         usersWithoutKey = report.usersWithoutKey.sorted()
         damagedSequences = report.problemSequences.sorted()
@@ -89,7 +93,7 @@ struct VerifySummary: Encodable {
 
     func printText() {
         Console.out("checked \(eventsChecked) event(s) (\(eventsAuthenticated) authenticated), "
-                    + "\(indexEntriesChecked) index entries, \(checkpointsChecked) checkpoint(s)")
+                    + "\(indexEntriesChecked) index entries, \(checkpointsChecked) checkpoint(s), \(headsChecked) head record(s)")
         if !usersWithoutKey.isEmpty {
             Console.out("MACs not checked for user(s) \(usersWithoutKey.joined(separator: ", ")) (no key given): "
                         + "a flipped byte in an encrypted body is only found with the key")

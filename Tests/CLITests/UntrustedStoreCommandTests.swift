@@ -1,4 +1,4 @@
-import EventLog
+@testable import EventLog
 import Foundation
 import LMDB
 import OfflineSync
@@ -108,12 +108,19 @@ struct UntrustedStoreCommandTests {
         encoder.outputFormatting = [.sortedKeys]
         let body = try Array(encoder.encode(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: nil,
                                                           at: BitwardenDate(Date(timeIntervalSince1970: 1_767_300_000)))))
+        // Chained onto user A's last event, with A's head record moved to it, as an append would.
+        let lastOfA = try #require(lines.dropFirst().map { try ExportFormat.envelope(line: $0) }
+            .last { $0.header.userId == StoreFixture.userA })
+        let key = SealingKey(userKey: fixture.userKey)
         let header = EventHeader(sequence: .max, userId: StoreFixture.userA, cipherId: "server-last",
-                                 eventType: VaultEventType.created.rawValue, recordedAtMillis: 1_767_300_000_000)
-        let envelope = try Envelope(bytes: Envelope.seal(header: header, body: body, key: SealingKey(userKey: fixture.userKey),
+                                 eventType: VaultEventType.created.rawValue, recordedAtMillis: 1_767_300_000_000,
+                                 previousMAC: Array(lastOfA.mac))
+        let envelope = try Envelope(bytes: Envelope.seal(header: header, body: body, key: key,
                                                          iv: [UInt8](repeating: 9, count: 16)[...]))
         metadata.eventCount += 1
         metadata.lastSequence = .max
+        metadata.heads?[StoreFixture.userA] = Base64.encode(
+            HeadRecord(userId: StoreFixture.userA, lastSequence: .max, chain: Array(envelope.mac)).sealed(key: key))
         lines[0] = try ExportFormat.encode(metadata)
         lines.append(try ExportFormat.encode(ExportFormat.EnvelopeLine(envelope)))
         try (lines.joined(separator: "\n") + "\n").write(toFile: work.file("max.jsonl"), atomically: true, encoding: .utf8)

@@ -42,7 +42,7 @@ import VaultModel
         let keyFile = dir.file("user.key")
         let key = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 5))
         try key.exportBase64().write(toFile: keyFile, atomically: true, encoding: .utf8)
-        var killRng = SeededRandomSource(seed: Self.seed)
+        let killRng = SeededRandomSource(seed: Self.seed)
         var acked: [Ack] = []
         var killedMidWork = 0
         let start = Date()

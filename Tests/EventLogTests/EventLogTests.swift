@@ -189,10 +189,11 @@ let keyB = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSo
     }
 
     @Test func envelopeOfNewerVersion_reportsUnsupportedVersion() throws {
-        let header = EventHeader(formatVersion: 1, sequence: 5, userId: "u", cipherId: "c", eventType: 1, recordedAtMillis: 0)
+        let header = EventHeader(sequence: 5, userId: "u", cipherId: "c", eventType: 1, recordedAtMillis: 0)
         var bytes = try Envelope.seal(header: header, body: [1], key: keyA, iv: [UInt8](repeating: 0, count: 16)[...])
-        bytes[0] = 2
-        #expect(throws: EnvelopeError.unsupportedVersion(sequence: 5, version: 2)) { try Envelope(bytes: bytes) }
+        let newer = Envelope.currentFormatVersion + 1
+        bytes[0] = newer
+        #expect(throws: EnvelopeError.unsupportedVersion(sequence: 5, version: newer)) { try Envelope(bytes: bytes) }
     }
 
     @Test(arguments: 0..<200)

@@ -66,7 +66,9 @@ import VaultCrypto
         let dir = TemporaryDirectory()
         let store = try openStore(dir)
         try store.append(event(0), key: keyA)
-        let header = EventHeader(sequence: .max, userId: "user-a", cipherId: "cipher-x", eventType: 1, recordedAtMillis: 0)
+        let first = try #require(try store.envelopes(userId: "user-a").first)
+        let header = EventHeader(sequence: .max, userId: "user-a", cipherId: "cipher-x", eventType: 1, recordedAtMillis: 0,
+                                 previousMAC: Array(first.mac))
         let sealed = try Envelope(bytes: Envelope.seal(header: header, body: event(1).body, key: keyA, iv: [UInt8](repeating: 7, count: 16)[...]))
         try store.write { try $0.appendSealed(sealed) }
 
@@ -79,7 +81,9 @@ import VaultCrypto
         try store.read { try $0.forEachHeader(userId: "user-a", after: .max) { _ in headersAfter += 1; return true } }
         #expect(headersAfter == 0)
         #expect(try store.envelopes(in: 1...UInt64.max).count == 2)
-        #expect(try store.verify(keys: ["user-a": keyA]).isClean)
+        // The crafted event chains onto event 1, but it was placed without the head record
+        // moving: verify names exactly that.
+        #expect(try store.verify(keys: ["user-a": keyA]).problems.map(\.kind) == [.truncated])
 
         #expect { try store.append(event(2), key: keyA) } throws: { error in
             guard case EventLogError.sequenceSpaceExhausted(last: .max) = error else { return false }

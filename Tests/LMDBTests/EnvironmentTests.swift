@@ -167,6 +167,39 @@ import Foundation
         _ = try Environment(path: dir.path)
     }
 
+    @Test func compactFile_dropsFreedPages_keepsEveryRecord_andRefusesAnOpenStore() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let db = try env.openDatabase("things")
+        let secret = [UInt8]("freed-page-secret-0123456789".utf8)
+        try env.write { txn in
+            for n in 0..<2000 as Range<UInt64> { try txn.put(db, key: key(n), value: secret + [UInt8](repeating: UInt8(n % 251), count: 200)) }
+        }
+        try env.write { txn in for n in 0..<1990 as Range<UInt64> { _ = try txn.delete(db, key: key(n)) } }
+        #expect { try Environment.compactFile(at: dir.path) } throws: { "\($0)".contains("open in this process") }
+        env.close()
+        // A copy left by a compaction that was killed is cleaned up.
+        try FileManager.default.createDirectory(atPath: dir.path + "/\(Environment.compactDirectoryPrefix)999", withIntermediateDirectories: false)
+
+        func occurrences() throws -> Int {
+            let file = try Data(contentsOf: URL(fileURLWithPath: dir.path + "/data.mdb"))
+            var count = 0
+            var range = file.startIndex..<file.endIndex
+            while let found = file.range(of: Data(secret), in: range) { count += 1; range = found.upperBound..<file.endIndex }
+            return count
+        }
+        #expect(try occurrences() > 10, "deleted values are still in free pages")
+        let result = try Environment.compactFile(at: dir.path)
+        #expect(result.bytesAfter < result.bytesBefore)
+        #expect(try occurrences() == 10, "only the 10 live values remain")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix(".") }.isEmpty)
+        let reopened = try Environment(path: dir.path)
+        let things = try reopened.openDatabase("things")
+        let kept = try reopened.read { txn in try (1990..<2000 as Range<UInt64>).map { try txn.get(things, key: key($0)) } }
+        #expect(kept.allSatisfy { $0?.starts(with: secret) == true })
+        try reopened.write { try $0.put(things, key: key(5000), value: [1]) }
+    }
+
     @Test func nonLMDBFile_isReportedAsInvalid() throws {
         let dir = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)

@@ -203,6 +203,62 @@ import VaultModel
         #expect(try h.store.log.read { try $0.transaction.get(db, key: VaultLogStore.userPrefix(h.userId)) } == nil, "logout removed it")
     }
 
+    /// A user who logs out leaves the account's wrapped user key and sealed events in LMDB's
+    /// free pages (`logout` alone: the bytes are still in `data.mdb`, which this test shows
+    /// first); `logoutAndClose` compacts the file, after which none of them is there, and the
+    /// other user's data is intact and verifies.
+    @Test func logoutAndClose_leavesNoByteOfTheAccountsProtectedKeyOrEventsInTheFile() async throws {
+        func account(_ h: Harness, user: String, seed: UInt64) -> StoredAccount {
+            let wrapped = EncString.encrypt(SymmetricCryptoKey.generate(using: SeededRandomSource(seed: seed)).exportBytes(),
+                                            key: h.userKey, iv: [UInt8](repeating: UInt8(seed), count: 16))
+            return StoredAccount(userId: user, email: "\(user)@example.com", kdf: .pbkdf2(iterations: 600_000), protectedUserKey: wrapped)
+        }
+        func fileHolds(_ h: Harness, _ needles: [[UInt8]]) throws -> [Bool] {
+            let file = try Data(contentsOf: URL(fileURLWithPath: h.dir.path + "/data.mdb"))
+            return needles.map { file.range(of: Data($0)) != nil }
+        }
+        for compact in [false, true] {
+            let h = try Harness()
+            let stored = account(h, user: h.userId, seed: 77)
+            try h.store.saveAccount(stored)
+            try h.store.saveAccount(account(h, user: "user-b", seed: 78))
+            var view = try await h.seedSynced("Bank")
+            h.server.fail(with: NotConnectedError(), times: 1000)
+            for n in 0..<20 {
+                view.login?.password = "pw-\(n)"
+                _ = try await h.repository().updateCipher(view)
+            }
+            let keyB = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 99))
+            h.store.unlock(userId: "user-b", userKey: keyB)
+            let kept = try await VaultRepository(store: h.store, userId: "user-b", server: h.server)
+                .addCipher(Harness.login("Mail", password: "mail-pw"))
+            #expect(kept.isOffline)
+            // The account record with its wrapped key (as stored) and the sealed
+            // ciphertext of a few of the user's events.
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            var needles = [Array(try encoder.encode(stored))]
+            needles += try h.store.log.envelopes(userId: h.userId).prefix(5).map { Array($0.bytes.suffix(32)) }
+            #expect(try fileHolds(h, needles).allSatisfy { $0 }, "the bytes are in the file before logout")
+
+            if compact {
+                let result = try h.store.logoutAndClose(userId: h.userId)
+                #expect(result.bytesAfter <= result.bytesBefore)
+                #expect(try fileHolds(h, needles).allSatisfy { !$0 }, "no byte sequence of the logged-out account is left")
+                let reopened = try VaultLogStore(path: h.dir.path)
+                defer { reopened.close() }
+                #expect(try reopened.storedAccounts().map(\.userId) == ["user-b"])
+                #expect(try reopened.log.envelopes(userId: h.userId).isEmpty)
+                reopened.unlock(userId: "user-b", userKey: keyB)
+                #expect(try reopened.pendingCount(userId: "user-b") == 1)
+                #expect(try reopened.verify(keys: ["user-b": SealingKey(userKey: keyB)]).isClean)
+            } else {
+                try h.store.logout(userId: h.userId)
+                #expect(try fileHolds(h, needles).contains(true), "logout alone leaves them in free pages")
+            }
+        }
+    }
+
     @Test func noPlaintextSentinel_inAnyFileAfterAllOperations() async throws {
         let h = try Harness()
         let password = "Sentinel-Pass-\(UUID().uuidString)"
@@ -275,5 +331,27 @@ struct XorShift {
         var other = plaintext
         other.insert(contentsOf: Array("\"x\":1,".utf8), at: 1)
         #expect(VaultEvent.operationSummary(header: header, plaintext: other, placeholder: Cipher(type: .login)) == nil)
+    }
+
+    /// The body schema version is checked: a body from a newer schema is refused with the
+    /// version named, never read as if it were version 1 (operations and outcomes alike).
+    @Test(arguments: [VaultEventType.updated, VaultEventType.pushed])
+    func bodyOfANewerSchema_isRefusedNamingTheVersion(type: VaultEventType) throws {
+        let h = try Harness()
+        let at = try BitwardenDate("2026-02-03T04:05:06.7000000Z")
+        let body: VaultEvent.Body = type.isOperation
+            ? .operation(OperationBody(cipher: try Harness.login("x", password: "pw").encrypt(userKey: h.userKey),
+                                       passwordChanged: true, baseRevisionDate: nil, at: at))
+            : .outcome(OutcomeBody(at: at, serverId: "s"))
+        let header = EventHeader(sequence: 9, userId: "u", cipherId: "c", eventType: type.rawValue, recordedAtMillis: 0)
+        let current = try VaultEvent.encode(body)
+        #expect(try VaultEvent(header: header, plaintext: current).body == body)
+        let newer = Array(String(decoding: current, as: UTF8.self).replacingOccurrences(of: "\"v\":1}", with: "\"v\":2}").utf8)
+        #expect(newer != current)
+        #expect { try VaultEvent(header: header, plaintext: newer) } throws: { error in
+            "\(error)".contains("body schema version 2") && "\(error)".contains("9")
+        }
+        #expect(VaultEvent.operationSummary(header: header, plaintext: newer, placeholder: Cipher(type: .login)) == nil,
+                "the fold's fast path leaves a newer body to the full decode, which refuses it")
     }
 }

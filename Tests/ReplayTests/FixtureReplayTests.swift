@@ -60,4 +60,13 @@ import Testing
             try await ScenarioRunner().run(scenario)
         }
     }
+
+    @Test func hugeAdvance_isABadStepNotATrap() async throws {
+        for seconds in [1e300, -1, Double.infinity] {
+            let scenario = Scenario(name: "far", steps: [ScenarioStep("advance", seconds: seconds)], expect: ScenarioExpectation())
+            await #expect(throws: ReplayError.badStep(index: 0, reason: "'advance' needs 'seconds' from 0 to 3153600000 (100 years)")) {
+                try await ScenarioRunner().run(scenario)
+            }
+        }
+    }
 }
