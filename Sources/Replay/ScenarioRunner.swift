@@ -578,6 +578,14 @@ final class Run: @unchecked Sendable {
             path.replaceSubrange(open...close, with: id)
         }
         let route = RouteMatcher(method: fault.method, path: path)
+        for (name, count) in [("failNext", fault.failNext), ("dropResponseAfterApply", fault.dropResponseAfterApply)] {
+            if let count, !(1...1_000_000).contains(count) {
+                throw ReplayError.badStep(index: index, reason: "'\(name)' must be a count from 1 to 1000000 (got \(count))")
+            }
+        }
+        if let status = fault.status, !(100...599).contains(status) {
+            throw ReplayError.badStep(index: index, reason: "'status' must be an HTTP status from 100 to 599 (got \(status))")
+        }
         if let n = fault.failNext {
             let status = fault.status ?? 500
             emulator.faults.failNext(n, matching: route, with: fault.body.map { .reply(status: status, body: $0) } ?? .status(status))

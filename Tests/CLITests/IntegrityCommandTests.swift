@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import OfflineSync
+import Replay
 import Testing
 import VaultCrypto
 import VaultModel
@@ -140,6 +141,41 @@ struct IntegrityCommandTests {
         #expect(result.status == 4, "\(result)")
         #expect(result.stderr.contains("line 3:"), "\(result)")
         #expect(!FileManager.default.fileExists(atPath: target), "nothing is created for a refused file")
+    }
+
+    @Test func import_accountWithKdfOutOfRange_isRefusedNamingTheAccount() throws {
+        let work = TemporaryDirectory("vaultlog-import")
+        let file = work.file("log.jsonl")
+        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
+        var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        var metadata = try ExportFormat.metadata(line: lines[0])
+        metadata.accounts[0].kdf = .pbkdf2(iterations: 5_000_000_000)
+        lines[0] = try ExportFormat.encode(metadata)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let target = work.file("copy")
+        let result = try CLI.run(["import", file, target])
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("line 1:") && result.stderr.contains(metadata.accounts[0].email)
+                && result.stderr.contains("5000000000"), "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: target), "nothing is created for a refused file")
+    }
+
+    @Test func import_keepsTheHeadRecords_soARemovedTailIsStillFound() throws {
+        let work = TemporaryDirectory("vaultlog-import")
+        let file = work.file("log.jsonl")
+        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
+        var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        var metadata = try ExportFormat.metadata(line: lines[0])
+        #expect(metadata.heads?.isEmpty == false, "the export carries the sealed heads")
+        // Drop the last event (metadata adjusted so the file itself is consistent).
+        let last = try ExportFormat.envelope(line: lines.removeLast())
+        metadata.eventCount -= 1
+        metadata.lastSequence = try ExportFormat.envelope(line: lines.last!).header.sequence
+        lines[0] = try ExportFormat.encode(metadata)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try CLI.run(["import", file, work.file("copy")])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stdout.contains("last event is \(last.header.sequence)"), "\(result)")
     }
 
     @Test func import_truncatedFile_isRefused() throws {

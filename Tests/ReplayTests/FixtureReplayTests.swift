@@ -69,4 +69,13 @@ import Testing
             }
         }
     }
+
+    @Test(arguments: [0, -3, 5_000_000])
+    func faultCountOutOfRange_isABadStepNotATrap(count: Int) async throws {
+        let step = ScenarioStep("fault", fault: ScenarioFault(failNext: count, path: "/api/sync"))
+        let scenario = Scenario(name: "faults", steps: [step], expect: ScenarioExpectation())
+        await #expect(throws: ReplayError.badStep(index: 0, reason: "'failNext' must be a count from 1 to 1000000 (got \(count))")) {
+            try await ScenarioRunner().run(scenario)
+        }
+    }
 }
