@@ -232,6 +232,12 @@ public final class OfflineSyncResolver: Sendable {
         var id: String { change.cipherId }
         var latest: Cipher { change.latest }
         var latestSequence: UInt64 { change.versionSequences.last ?? 0 }
+        /// The server copy an earlier attempt mapped this item to (a re-create, or a create
+        /// found on the server), with its revision then.
+        var mappedServerCopy: (serverId: String, revisionDate: BitwardenDate?)? {
+            guard let outcome = steps.last(where: { $0.type == .idMapped })?.outcome, let serverId = outcome.serverId else { return nil }
+            return (serverId, outcome.revisionDate)
+        }
     }
 
     private func resolveItem(_ change: PendingChange, run: RunContext) async throws -> ItemReport {
@@ -240,8 +246,16 @@ public final class OfflineSyncResolver: Sendable {
         do {
             switch change.changeType {
             case .create: item.report.outcome = try await resolveCreate(&item, run: run)
-            case .update: item.report.outcome = try await resolveUpdate(&item, serverId: change.cipherId,
-                                                                         base: change.originalRevisionDate, run: run)
+            case .update:
+                if let mapped = item.mappedServerCopy {
+                    // An earlier attempt re-created it (and may have pushed to the copy since):
+                    // the copy is the item now; the original id is gone from the server.
+                    item.report.outcome = try await resolveUpdate(&item, serverId: mapped.serverId, base: mapped.revisionDate,
+                                                                  createChain: true, run: run)
+                } else {
+                    item.report.outcome = try await resolveUpdate(&item, serverId: change.cipherId,
+                                                                  base: change.originalRevisionDate, run: run)
+                }
             case .softDelete where change.uncertainCreate, .hardDelete where change.uncertainCreate:
                 item.report.outcome = try await resolveDeleteOfUncertainCreate(&item, run: run)
             case .softDelete, .hardDelete: item.report.outcome = try await resolveDelete(&item, run: run)
@@ -409,6 +423,15 @@ public final class OfflineSyncResolver: Sendable {
         var created: Cipher
         if let found = try await run.index.find(plannedMarkers(item, purpose: "recreate")) {
             created = found
+            if thenTrash, let serverId = found.id, found.name != item.latest.name {
+                // The copy an earlier attempt posted holds the version planned then; the item
+                // was edited since. Record the copy as the item, then resolve the trash move
+                // against it: the later edits are pushed before it goes to the trash.
+                item.report.serverId = serverId
+                let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: found.revisionDate, reason: "recreate")
+                try await record(&item, [(.recreated, mapped), (.idMapped, mapped)], local: [], run: run)
+                return try await resolveDelete(&item, serverId: serverId, base: found.revisionDate, createChain: true, run: run)
+            }
         } else {
             _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
             var payload = item.latest
@@ -448,8 +471,12 @@ public final class OfflineSyncResolver: Sendable {
     }
 
     private func resolveDelete(_ item: inout Item, run: RunContext) async throws -> ItemReport.Outcome {
-        try await resolveDelete(&item, serverId: item.id, base: item.change.originalRevisionDate,
-                                createChain: item.change.startedAsCreate ?? false, run: run)
+        if let mapped = item.mappedServerCopy {
+            // Re-created by an earlier attempt: the delete applies to that copy.
+            return try await resolveDelete(&item, serverId: mapped.serverId, base: mapped.revisionDate, createChain: true, run: run)
+        }
+        return try await resolveDelete(&item, serverId: item.id, base: item.change.originalRevisionDate,
+                                       createChain: item.change.startedAsCreate ?? false, run: run)
     }
 
     /// A create that may have reached the server, deleted by the user before it was resolved:

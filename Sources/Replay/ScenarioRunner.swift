@@ -175,9 +175,12 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     public var pendingBefore: Bool?
     /// The acting user's ref.
     public var user: String?
+    /// `syncApplied`: the refs still pending after the sync, whose local copies it kept (a
+    /// sync never replaces an item with pending changes, e.g. one made while locked).
+    public var kept: [String]?
 
     public init(step: Int, ref: String, action: String, content: ScenarioItem?, offline: Bool,
-                pendingBefore: Bool? = nil, user: String? = nil) {
+                pendingBefore: Bool? = nil, user: String? = nil, kept: [String]? = nil) {
         self.step = step
         self.ref = ref
         self.action = action
@@ -185,6 +188,7 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
         self.offline = offline
         self.pendingBefore = pendingBefore
         self.user = user
+        self.kept = kept
     }
 }
 
@@ -210,6 +214,19 @@ final class Run: @unchecked Sendable {
         let client: BitwardenClient
         /// "Another device": a second login of the same account.
         let other: BitwardenClient
+        let password: String
+
+        /// Runs `body` with the other device's client; a session that expired while that device
+        /// was idle (its refresh token lapsed over a long run) logs in again first, as a real
+        /// device would.
+        func onOtherDevice<T>(_ body: (BitwardenClient) async throws -> T) async throws -> T {
+            do {
+                return try await body(other)
+            } catch let error as BitwardenAPIError where error.serverErrorKind == .loginRequired {
+                _ = try await other.login(email: email, password: password)
+                return try await body(other)
+            }
+        }
     }
 
     let scenario: Scenario
@@ -267,12 +284,12 @@ final class Run: @unchecked Sendable {
             _ = try await other.login(email: user.email, password: user.password)
             try store.saveAccount(StoredAccount(userId: login.userId, email: user.email, kdf: login.kdf, protectedUserKey: login.protectedUserKey, salt: login.salt))
             store.unlock(userId: login.userId, userKey: login.userKey)
-            users.append(User(ref: user.ref, email: user.email, userId: login.userId, userKey: login.userKey, client: client, other: other))
+            users.append(User(ref: user.ref, email: user.email, userId: login.userId, userKey: login.userKey, client: client, other: other, password: user.password))
         }
         for (index, entry) in (scenario.server ?? []).enumerated() {
             let user = try self.user(entry.user, step: -1)
             let encrypted = try Self.view(entry.item).encrypt(userKey: user.userKey, random: random(11 &+ UInt64(index)))
-            let stored = try await user.other.createCipher(encrypted)
+            let stored = try await user.onOtherDevice { try await $0.createCipher(encrypted) }
             try store.applyLocal([.upsert(stored)], userId: user.userId)
             refs[entry.ref] = (user.ref, stored.id!)
             journal.append(.init(step: -1, ref: entry.ref, action: "initial", content: content(Self.view(entry.item)), offline: false,
@@ -502,7 +519,7 @@ final class Run: @unchecked Sendable {
         case "anotherDevice":
             // A real edit by a second login: read, change, write with lastKnownRevisionDate.
             let (user, id) = try currentId(try ref(step, index), step: index)
-            let current = try await user.other.getCipher(id: id)
+            let current = try await user.onOtherDevice { try await $0.getCipher(id: id) }
             var view = try current.decrypt(userKey: user.userKey)
             let before = view
             Self.apply(try resolvingFolder(try item(step, index), step: index), to: &view)
@@ -512,22 +529,22 @@ final class Run: @unchecked Sendable {
             // Journaled before the request: a lost response may still have applied it.
             journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: content(view), offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
-            _ = try await user.other.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate)
+            _ = try await user.onOtherDevice { try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate) }
         case "anotherDeviceDelete":
             let (user, id) = try currentId(try ref(step, index), step: index)
             journal.append(.init(step: index, ref: step.ref!, action: "anotherDeviceDelete", content: nil, offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
-            try await user.other.deleteCipher(id: id)
+            try await user.onOtherDevice { try await $0.deleteCipher(id: id) }
         case "anotherDeviceCreate":
             let user = try self.user(step.user, step: index)
             let encrypted = try Self.view(try item(step, index)).encrypt(userKey: user.userKey, random: random(UInt64(index)))
-            let stored = try await user.other.createCipher(encrypted)
+            let stored = try await user.onOtherDevice { try await $0.createCipher(encrypted) }
             refs[try ref(step, index)] = (user.ref, stored.id!)
         case "createFolder":
             let user = try self.user(step.user, step: index)
             let name = EncString.encrypt("folder \(try ref(step, index))", key: user.userKey,
                                          random: random(UInt64(index) &+ 3000))
-            folders[try ref(step, index)] = try await user.other.createFolder(name: name).id
+            folders[try ref(step, index)] = try await user.onOtherDevice { try await $0.createFolder(name: name).id }
         case "lock": store.lock(userId: try user(step.user, step: index).userId)
         case "unlock":
             let user = try self.user(step.user, step: index)
@@ -542,7 +559,9 @@ final class Run: @unchecked Sendable {
                         .fetchSync(userId: user.userId, forceSync: true)
                     syncResults.append(result.isApplied ? "applied" : "aborted")
                     if result.isApplied {
-                        journal.append(.init(step: index, ref: "", action: "syncApplied", content: nil, offline: false, user: user.ref))
+                        let kept = refs.filter { $0.value.user == user.ref && isPending($0.key) }.map(\.key).sorted()
+                        journal.append(.init(step: index, ref: "", action: "syncApplied", content: nil, offline: false, user: user.ref,
+                                             kept: kept.isEmpty ? nil : kept))
                     }
                 } else {
                     _ = try await resolver(user).processPendingChanges(userId: user.userId)
@@ -638,7 +657,8 @@ final class Run: @unchecked Sendable {
                     deadLetters[user.ref, default: []].append(ref)
                 }
             }
-            server[user.ref] = try await user.other.sync().ciphers.map { cipher in
+            let serverCiphers = try await user.onOtherDevice { try await $0.sync().ciphers }
+            server[user.ref] = try serverCiphers.map { cipher in
                 let view = try cipher.decrypt(userKey: user.userKey)
                 return ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
                                                passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),

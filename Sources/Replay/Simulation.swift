@@ -271,9 +271,11 @@ public enum Simulation {
             recoverable.formUnion(item.passwordHistory ?? [])
         }
         let syncs = journal.filter { $0.action == "syncApplied" }
-        /// The last step at which the device replaced its copies with the server's, before `step`.
-        func lastRefresh(user: String?, before step: Int) -> Int {
-            syncs.filter { ($0.user == nil || $0.user == user) && $0.step < step }.map(\.step).max() ?? -1
+        /// The last step at which the device replaced its copy of `ref` with the server's, before
+        /// `step` (a sync keeps the copy of an item still pending after it).
+        func lastRefresh(user: String?, ref: String, before step: Int) -> Int {
+            syncs.filter { ($0.user == nil || $0.user == user) && $0.step < step && !($0.kept ?? []).contains(ref) }
+                .map(\.step).max() ?? -1
         }
         let byRef = Dictionary(grouping: journal.filter { !$0.ref.isEmpty }, by: \.ref)
         for (ref, entries) in byRef.sorted(by: { $0.key < $1.key }) {
@@ -283,7 +285,7 @@ public enum Simulation {
             let name = entries.compactMap { $0.content?.name }.first
             /// Another device touched the item after the device last saw it, before `step` or later.
             func otherDeviceSince(refreshBefore step: Int, user: String?) -> Bool {
-                let since = lastRefresh(user: user, before: step)
+                let since = lastRefresh(user: user, ref: ref, before: step)
                 return other.contains { $0.step > since }
             }
 
@@ -394,15 +396,22 @@ public enum Simulation {
     /// Runs one seed: the scenario, the invariant checks, and the store's integrity (verify
     /// with the key) and plaintext scan (no typed password in any file of the store).
     public static func run(seed: UInt64, operations: Int = 40) async throws -> [String] {
-        let scenario = Self.scenario(seed: seed, operations: operations)
+        try await run(Self.scenario(seed: seed, operations: operations))
+    }
+
+    /// Runs `scenario` (a generated one, saved with `--save` and perhaps cut down) and checks
+    /// the invariants. With `keepStoreAt`, the device's store is left in that directory (for
+    /// `vaultlog events`, `history`, `verify`); otherwise it is removed.
+    public static func run(_ scenario: Scenario, keepStoreAt: String? = nil) async throws -> [String] {
         var runner = ScenarioRunner()
         runner.keepStore = true
+        runner.storePath = keepStoreAt
         // Injected faults make the resolver warn by design; only errors are worth showing.
         runner.logger.logLevel = .error
         let outcome = try await runner.run(scenario)
         var violations = check(outcome)
         if let path = outcome.storePath {
-            defer { try? FileManager.default.removeItem(atPath: path) }
+            defer { if keepStoreAt == nil { try? FileManager.default.removeItem(atPath: path) } }
             violations += try storeViolations(path: path, scenario: scenario, outcome: outcome)
         }
         return violations

@@ -25,11 +25,18 @@ struct Simulate: AsyncParsableCommand {
           vaultlog simulate --seeds 1..500
           vaultlog simulate --seeds 1..10000 --jobs 2
           vaultlog simulate --seeds 4242 --ops 80 --save seed-4242.json
+          vaultlog simulate --scenario seed-4242.json --keep-store /tmp/s4242   # a saved (or cut-down) run, store kept
         """
     )
 
     @Option(help: ArgumentHelp("A seed or a range A..B (inclusive).", valueName: "A..B"))
-    var seeds: String
+    var seeds: String?
+
+    @Option(help: ArgumentHelp("Run this scenario file (one written by --save, perhaps cut down) with the invariants, instead of --seeds.", valueName: "file"))
+    var scenario: String?
+
+    @Option(help: ArgumentHelp("With --scenario: leave the device's store in this new directory, to inspect with events, history or verify.", valueName: "dir"))
+    var keepStore: String?
 
     @Option(help: "Random steps per seed before convergence.")
     var ops = 40
@@ -44,6 +51,7 @@ struct Simulate: AsyncParsableCommand {
     var json = false
 
     func parsedSeeds() throws -> ClosedRange<UInt64> {
+        guard let seeds else { throw ValidationError("give --seeds A..B or --scenario FILE") }
         let parts = seeds.components(separatedBy: "..")
         guard (1...2).contains(parts.count), let low = UInt64(parts[0]), let high = UInt64(parts.last!), low <= high else {
             throw ValidationError("--seeds takes a number or a range A..B with A ≤ B, e.g. 1..500")
@@ -52,6 +60,11 @@ struct Simulate: AsyncParsableCommand {
     }
 
     func validate() throws {
+        if scenario != nil {
+            if seeds != nil || save != nil { throw ValidationError("--scenario runs one file: leave out --seeds and --save") }
+            return
+        }
+        if keepStore != nil { throw ValidationError("--keep-store goes with --scenario") }
         let range = try parsedSeeds()
         if save != nil && range.count != 1 { throw ValidationError("--save writes one seed's scenario: give a single seed") }
         if ops < 1 { throw ValidationError("--ops must be at least 1") }
@@ -62,6 +75,24 @@ struct Simulate: AsyncParsableCommand {
     struct Summary: Encodable { var seeds: Int; var failed: Int; var seconds: Double }
 
     func run() async throws {
+        if let scenario {
+            let loaded = try Scenario.load(path: scenario)
+            let violations: [String]
+            do {
+                violations = try await Simulation.run(loaded, keepStoreAt: keepStore)
+            } catch {
+                violations = ["the run failed: \(error)"]
+            }
+            if json {
+                try Console.json(Failure(seed: loaded.seed ?? 0, violations: violations))
+            } else {
+                for line in violations { Console.out("  \(line)") }
+                Console.out("\(scenario): \(violations.isEmpty ? "passed" : "FAILED (\(violations.count) violation(s))")"
+                            + (keepStore.map { "; store kept in \($0)" } ?? ""))
+            }
+            if !violations.isEmpty { throw ExitCode(ExitStatus.problemsFound.rawValue) }
+            return
+        }
         let range = try parsedSeeds()
         if let save {
             do {
