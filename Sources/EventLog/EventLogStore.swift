@@ -471,7 +471,7 @@ public struct LogTransaction {
         guard count >= parallelSealThreshold, cores > 1 else { return try (0..<count).map(sealOne) }
         let results = UnsafeMutableBufferPointer<[UInt8]>.allocate(capacity: count)
         results.initialize(repeating: [])
-        defer { results.deallocate() }
+        defer { results.deinitialize(); results.deallocate() }   // Array(results) copied them: release the originals
         let failure = Mutex<(any Error)?>(nil)
         let chunks = cores * 4
         nonisolated(unsafe) let output = results
