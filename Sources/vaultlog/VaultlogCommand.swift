@@ -1,4 +1,6 @@
 import ArgumentParser
+import EventLog
+import LMDB
 
 /// The `vaultlog` root command. Each subcommand is its own type in its own file; keep this
 /// root small. `main()` maps argument-parser's usage errors to exit code 2 (`Docs/CLI.md`).
@@ -13,8 +15,18 @@ struct VaultlogCommand: AsyncParsableCommand {
         without one you see headers only. Exit codes: 0 ok, 1 problems found, 2 usage, \
         3 key/authentication, 4 I/O or corrupt store (see Docs/CLI.md).
         """,
+        version: VaultlogCommand.versionText,
         subcommands: [Demo.self, ServeCommand.self, ReplayScenarios.self, Simulate.self, Info.self, Events.self, Pending.self, History.self, Verify.self, Export.self, Import.self, Decrypt.self, KdfCommand.self, StressWriter.self, ResolveWorker.self]
     )
+
+    /// This release of the CLI and library.
+    static let release = "0.5.0"
+
+    /// What `vaultlog --version` prints: the release, the formats it writes (and reads back to
+    /// format 1), and the LMDB it runs on.
+    static var versionText: String {
+        "vaultlog \(release) (store format \(EventLogStore.storeFormatVersion), envelope format \(Envelope.currentFormatVersion); \(Environment.libraryVersion))"
+    }
 
     static func main() async {
         await mainWithDocumentedExitCodes()

@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 import Testing
 
@@ -5,6 +6,13 @@ import Testing
 /// built binary.
 @Suite("vaultlog reading commands")
 struct ReadingCommandTests {
+    @Test func version_namesTheReleaseTheFormatsAndLMDB() throws {
+        let result = try CLI.run(["--version"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.hasPrefix("vaultlog 0."), "\(result)")
+        #expect(result.stdout.contains("store format \(EventLogStore.storeFormatVersion)") && result.stdout.contains("LMDB 0.9"), "\(result)")
+    }
+
     let fixture = StoreFixture.shared
 
     // MARK: info
