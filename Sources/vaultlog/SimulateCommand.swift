@@ -106,6 +106,10 @@ struct Simulate: AsyncParsableCommand {
         let failures = await Self.simulate(range, operations: ops,
                                                  jobs: jobs ?? ProcessInfo.processInfo.activeProcessorCount) { done in
             progress.update(done, of: range.count)
+        } found: { failure in
+            // Reported at once on stderr as well, so a run that dies part-way (a crash outside
+            // VaultLog's code) still leaves every failure it had found.
+            Console.note("seed \(failure.seed) failed: \(failure.violations.first ?? "")")
         }
         progress.finish()
         let summary = Summary(seeds: range.count, failed: failures.count, seconds: Date().timeIntervalSince(start))
@@ -125,7 +129,7 @@ struct Simulate: AsyncParsableCommand {
     /// Runs every seed of `range`, at most `jobs` at a time, and returns the failures in seed
     /// order; `progress` gets the number of seeds finished.
     static func simulate(_ range: ClosedRange<UInt64>, operations: Int, jobs: Int,
-                         progress: (Int) -> Void) async -> [Failure] {
+                         progress: (Int) -> Void, found: (Failure) -> Void = { _ in }) async -> [Failure] {
         await withTaskGroup(of: Failure?.self) { group in
             var next = range.makeIterator()
             func start() -> Bool {
@@ -147,7 +151,10 @@ struct Simulate: AsyncParsableCommand {
             while let result = await group.next() {
                 done += 1
                 progress(done)
-                if let result { failures.append(result) }
+                if let result {
+                    failures.append(result)
+                    found(result)
+                }
                 _ = start()
             }
             return failures.sorted { $0.seed < $1.seed }
