@@ -143,14 +143,7 @@ import Testing
         try process.run()
         defer { if process.isRunning { process.terminate() } }
         // The summary is one JSON line, flushed at start.
-        var buffer = Data()
-        let deadline = Date().addingTimeInterval(30)
-        while !buffer.contains(UInt8(ascii: "\n")), Date() < deadline {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            buffer.append(chunk)
-        }
-        let line = try #require(String(decoding: buffer, as: UTF8.self).split(separator: "\n").first, "serve printed nothing")
+        let line = try #require(CLI.firstLine(of: output, within: 30), "serve printed nothing")
         let summary = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         let identity = try #require((summary["identity"] as? String).flatMap(URL.init(string:)))
         var request = URLRequest(url: identity.appendingPathComponent("accounts/prelogin"))

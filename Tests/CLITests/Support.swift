@@ -47,6 +47,19 @@ struct RunResult: CustomStringConvertible {
 
 /// Runs the built `vaultlog` binary.
 enum CLI {
+    /// The first line a long-running command (`serve --json`) prints on `output`, read until a
+    /// newline, end of output or `seconds` pass; nil when it printed nothing.
+    static func firstLine(of output: Pipe, within seconds: TimeInterval) -> String? {
+        var buffer = Data()
+        let deadline = Date().addingTimeInterval(seconds)
+        while !buffer.contains(UInt8(ascii: "\n")), Date() < deadline {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            buffer.append(chunk)
+        }
+        return String(decoding: buffer, as: UTF8.self).split(separator: "\n").first.map(String.init)
+    }
+
     /// The binary: `$VAULTLOG_BIN`, else `vaultlog` beside the test bundle (the build's
     /// products directory), else `.build/debug/vaultlog` of this package.
     static let binary: String? = {
