@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "OfflineSync", targets: ["OfflineSync"]),
         .library(name: "BitwardenAPI", targets: ["BitwardenAPI"]),
+        .library(name: "BitwardenAPINIO", targets: ["BitwardenAPINIO"]),
         .library(name: "BitwardenEmulator", targets: ["BitwardenEmulator"]),
         .library(name: "Replay", targets: ["Replay"]),
         .executable(name: "vaultlog", targets: ["vaultlog"]),
@@ -20,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // Storage: LMDB from Debian's liblmdb-dev, never vendored.
@@ -70,6 +73,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The client's transport on SwiftNIO, for Linux tools and servers (no FoundationNetworking).
+        .target(
+            name: "BitwardenAPINIO",
+            dependencies: [
+                "BitwardenAPI",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "BitwardenEmulator",
             dependencies: [
@@ -85,7 +99,7 @@ let package = Package(
         .target(
             name: "Replay",
             dependencies: [
-                "OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel",
+                "OfflineSync", "EventLog", "BitwardenAPI", "BitwardenAPINIO", "BitwardenEmulator", "VaultCrypto", "VaultModel",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -93,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "vaultlog",
             dependencies: [
-                "EventLog", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "Replay",
+                "EventLog", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "Replay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -106,7 +120,7 @@ let package = Package(
         .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "VaultModel", "VaultCrypto"]),
         .testTarget(
             name: "BitwardenEmulatorTests",
-            dependencies: ["BitwardenEmulator", "BitwardenAPI", "OfflineSync", "VaultCrypto", "VaultModel"]
+            dependencies: ["BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "OfflineSync", "VaultCrypto", "VaultModel"]
         ),
         // The resolver and sync against the emulator over loopback HTTP.
         .testTarget(

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Logging
 import OfflineSync
 import Synchronization
@@ -31,44 +28,17 @@ public final class BitwardenClient: CipherServer, Sendable {
     }
 
     private let state: Mutex<State>
-    private let session: URLSession
+    private let transport: any HTTPTransport
     private let logger: Logger
 
-    /// Creates a client; nothing is sent until the first call.
+    /// Creates a client; nothing is sent until the first call. Requests go through
+    /// `configuration.transport`, or a ``URLSessionTransport`` with the configuration's timeout
+    /// and connection limit when it is nil.
     public init(configuration: BitwardenClientConfiguration) {
-        session = Self.sharedSession(timeout: configuration.timeout, maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
+        transport = configuration.transport ?? URLSessionTransport(
+            timeout: configuration.timeout, maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
         logger = configuration.logger
         state = Mutex(State(configuration: configuration))
-    }
-
-    /// URL sessions shared by every client of the process with the same settings, and never
-    /// invalidated. FoundationNetworking on Linux tears a session down (its libcurl multi handle
-    /// and the dispatch sources watching its sockets) with races that can crash the process in
-    /// libdispatch; a process that creates and releases thousands of clients (the simulation,
-    /// an app re-logging in) hit it. A session holds no state of a client: each request carries
-    /// its own token and timeout, and cookies and caches are off.
-    private static let sessions = Mutex<[SessionKey: URLSession]>([:])
-
-    private struct SessionKey: Hashable {
-        let timeout: TimeInterval
-        let maximumConnectionsPerHost: Int
-    }
-
-    private static func sharedSession(timeout: TimeInterval, maximumConnectionsPerHost: Int) -> URLSession {
-        sessions.withLock { sessions in
-            let key = SessionKey(timeout: timeout, maximumConnectionsPerHost: maximumConnectionsPerHost)
-            if let session = sessions[key] { return session }
-            let sessionConfiguration = URLSessionConfiguration.ephemeral
-            sessionConfiguration.timeoutIntervalForRequest = timeout
-            sessionConfiguration.httpMaximumConnectionsPerHost = maximumConnectionsPerHost
-            sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
-            sessionConfiguration.urlCache = nil
-            sessionConfiguration.httpCookieStorage = nil
-            sessionConfiguration.httpShouldSetCookies = false
-            let session = URLSession(configuration: sessionConfiguration)
-            sessions[key] = session
-            return session
-        }
     }
 
     // MARK: Configuration and session
@@ -281,19 +251,28 @@ public final class BitwardenClient: CipherServer, Sendable {
                 route: route, requestMayHaveArrived: false)
         }
         for attempt in 0..<2 {
-            var request = URLRequest(url: requestURL, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: configuration.timeout)
-            request.httpMethod = method
-            request.setValue("application/json", forHTTPHeaderField: "Accept")
-            request.setValue(configuration.clientVersion, forHTTPHeaderField: "Bitwarden-Client-Version")
-            request.setValue(String(configuration.deviceType), forHTTPHeaderField: "Device-Type")
-            request.setValue(configuration.clientId, forHTTPHeaderField: "Bitwarden-Client-Name")
-            if let accessToken { request.setValue("Bearer \(accessToken)", forHTTPHeaderField: "Authorization") }
-            if let body {
-                request.httpBody = body
-                request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            var headers: [(name: String, value: String)] = [
+                ("Accept", "application/json"),
+                ("Bitwarden-Client-Version", configuration.clientVersion),
+                ("Device-Type", String(configuration.deviceType)),
+                ("Bitwarden-Client-Name", configuration.clientId),
+            ]
+            if let accessToken { headers.append(("Authorization", "Bearer \(accessToken)")) }
+            if body != nil { headers.append(("Content-Type", contentType)) }
+            let request = HTTPTransportRequest(method: method, url: requestURL, headers: headers, body: body,
+                                               timeout: configuration.timeout)
+            let response: HTTPTransportResponse
+            do {
+                response = try await transport.send(request)
+            } catch let failure as HTTPTransportFailure {
+                throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(failure.message)",
+                                        route: route, requestMayHaveArrived: failure.requestMayHaveArrived)
+            } catch {
+                // A transport that breaks its contract; whether the request left is unknown.
+                throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(error)", route: route)
             }
-            let (data, response) = try await perform(request, route: route)
-            let status = response.statusCode
+            let status = response.status
+            let data = response.body
             if (200..<300).contains(status) { return data }
             if status == 401, authorized, attempt == 0 {
                 logger.debug("bitwarden-api: 401, refreshing the token once", metadata: ["route": "\(route)"])
@@ -308,38 +287,6 @@ public final class BitwardenClient: CipherServer, Sendable {
             throw error
         }
         preconditionFailure("unreachable: the loop returns or throws")
-    }
-
-    /// Runs one URLSession task, mapping transport failures to `.unavailable`.
-    private func perform(_ request: URLRequest, route: String) async throws -> (Data, HTTPURLResponse) {
-        let box = TaskBox()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, HTTPURLResponse), any Error>) in
-                let task = session.dataTask(with: request) { data, response, error in
-                    if let error {
-                        let nsError = error as NSError
-                        let reason = nsError.code == URLError.timedOut.rawValue
-                            ? "timed out after \(request.timeoutInterval) s" : error.localizedDescription
-                        // Refused or unresolvable: the request never left; anything else
-                        // (a timeout, a dropped connection) may have been applied.
-                        let neverSent = [URLError.cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet]
-                            .map(\.rawValue).contains(nsError.code)
-                        continuation.resume(throwing: BitwardenAPIError(
-                            kind: .unavailable, status: nil, message: "cannot reach the server: \(reason) (\(nsError.domain) \(nsError.code))",
-                            route: route, requestMayHaveArrived: !neverSent))
-                    } else if let http = response as? HTTPURLResponse {
-                        continuation.resume(returning: (data ?? Data(), http))
-                    } else {
-                        continuation.resume(throwing: BitwardenAPIError(kind: .unavailable, status: nil,
-                                                                        message: "no HTTP response", route: route))
-                    }
-                }
-                box.set(task)
-                task.resume()
-            }
-        } onCancel: {
-            box.cancel()
-        }
     }
 
     /// A fresh access token: joins a refresh already under way, or starts one. If another
@@ -450,26 +397,5 @@ public final class BitwardenClient: CipherServer, Sendable {
         guard let data = Data(base64Encoded: payload),
               let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return nil }
         return object["sub"] as? String
-    }
-}
-
-/// Holds a URLSession task so cancellation can reach it.
-private final class TaskBox: Sendable {
-    private let task = Mutex<(task: URLSessionDataTask?, cancelled: Bool)>((nil, false))
-
-    func set(_ newTask: URLSessionDataTask) {
-        let cancelled = task.withLock { s in
-            s.task = newTask
-            return s.cancelled
-        }
-        if cancelled { newTask.cancel() }
-    }
-
-    func cancel() {
-        let current = task.withLock { s in
-            s.cancelled = true
-            return s.task
-        }
-        current?.cancel()
     }
 }

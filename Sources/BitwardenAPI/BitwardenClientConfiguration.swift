@@ -71,6 +71,10 @@ public struct BitwardenClientConfiguration: Sendable {
     /// Whether plain `http://` to a host other than loopback is allowed. Off by default: the
     /// master-password hash and the tokens would cross the network in clear.
     public var allowInsecureHTTP = false
+    /// How requests travel; nil means a ``URLSessionTransport`` with ``timeout`` and
+    /// ``maximumConnectionsPerHost``. Set `AsyncHTTPClientTransport` (library `BitwardenAPINIO`)
+    /// on Linux servers and tools that send many requests.
+    public var transport: (any HTTPTransport)?
 
     /// Creates a configuration.
     public init(

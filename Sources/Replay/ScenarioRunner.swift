@@ -1,4 +1,5 @@
 import BitwardenAPI
+import BitwardenAPINIO
 import BitwardenEmulator
 import Foundation
 #if canImport(Glibc)
@@ -317,6 +318,10 @@ final class Run: @unchecked Sendable {
         var configuration = BitwardenClientConfiguration.selfHosted(serverURL)
         configuration.logger = runner.logger
         configuration.allowInsecureHTTP = runner.allowInsecureHTTP
+        // SwiftNIO, not FoundationNetworking: thousands of seeds in one process crashed
+        // URLSession in libdispatch.
+        configuration.transport = AsyncHTTPClientTransport(timeout: configuration.timeout,
+                                                           maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
         return configuration
     }
 

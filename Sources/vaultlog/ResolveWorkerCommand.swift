@@ -1,5 +1,6 @@
 import ArgumentParser
 import BitwardenAPI
+import BitwardenAPINIO
 import Foundation
 import OfflineSync
 import Replay
@@ -136,7 +137,9 @@ struct ResolveWorker: AsyncParsableCommand {
                 defer { store.close() }
                 let password = try account.password()
                 let userId = try store.unlock(email: account.email, masterPassword: password)
-                let client = BitwardenClient(configuration: .selfHosted(try account.url()))
+                var clientConfiguration = BitwardenClientConfiguration.selfHosted(try account.url())
+                clientConfiguration.transport = AsyncHTTPClientTransport(timeout: clientConfiguration.timeout)
+                let client = BitwardenClient(configuration: clientConfiguration)
                 _ = try await client.login(email: account.email, password: password)
                 ResolveWorker.say("pending \(try store.pendingCount(userId: userId))")
 

@@ -1,4 +1,5 @@
 import BitwardenAPI
+import BitwardenAPINIO
 import BitwardenEmulator
 import Foundation
 #if canImport(FoundationNetworking)
@@ -29,7 +30,7 @@ struct Harness {
     /// Runs `body` against a fresh harness and always stops the emulator.
     static func with<T>(
         _ flavor: EmulatorFlavor = .bitwarden, seed: UInt64 = 7, adminToken: String? = nil, timeout: TimeInterval = 10,
-        _ body: (Harness) async throws -> T
+        transport: TransportKind = .urlSession, _ body: (Harness) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(start)
         let emulator = BitwardenEmulator(configuration: EmulatorConfiguration(
@@ -37,7 +38,7 @@ struct Harness {
         let account = try emulator.createAccount(email: email, password: password, iterations: 5000)
         let baseURL = try await emulator.start()
         do {
-            let client = BitwardenClient(configuration: clientConfiguration(baseURL, timeout: timeout))
+            let client = BitwardenClient(configuration: clientConfiguration(baseURL, timeout: timeout, transport: transport))
             let login = try await client.login(email: email, password: password)
             let harness = Harness(clock: clock, emulator: emulator, baseURL: baseURL, account: account, client: client,
                                   login: login, random: SeededRandomSource(seed: seed &+ 1000))
@@ -50,9 +51,11 @@ struct Harness {
         }
     }
 
-    static func clientConfiguration(_ base: URL, timeout: TimeInterval = 10) -> BitwardenClientConfiguration {
+    static func clientConfiguration(_ base: URL, timeout: TimeInterval = 10,
+                                    transport: TransportKind = .urlSession) -> BitwardenClientConfiguration {
         var configuration = BitwardenClientConfiguration.selfHosted(base)
         configuration.timeout = timeout
+        configuration.transport = transport.make(timeout: timeout)
         configuration.deviceIdentifier = "6f1c1e7e-1b8a-4d8e-9a55-0d7a2f1f0c11"
         configuration.logger.logLevel = .error   // refused refreshes are expected here
         return configuration
@@ -77,6 +80,20 @@ struct Harness {
         try await RawHTTP.send(method, URL(string: baseURL.absoluteString + path)!, body: body,
                                token: token ?? client.tokens?.accessToken, contentType: contentType, headers: headers)
     }
+}
+
+/// The client's two transports; tests that concern the wire run with both.
+enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case urlSession, asyncHTTPClient
+
+    func make(timeout: TimeInterval) -> any HTTPTransport {
+        switch self {
+        case .urlSession: URLSessionTransport(timeout: timeout)
+        case .asyncHTTPClient: AsyncHTTPClientTransport(timeout: timeout)
+        }
+    }
+
+    var testDescription: String { rawValue }
 }
 
 enum RawHTTP {
