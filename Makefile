@@ -5,6 +5,10 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# Every module a target imports must be declared in Package.swift (a target that builds only
+# because another one happened to pull the module in is an error).
+IMPORT_CHECK := --explicit-target-dependency-import-check error
+
 .PHONY: deps build demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target;
@@ -18,7 +22,7 @@ deps:
 	@pkg-config --exists libargon2 || { echo "error: libargon2-dev is still missing; install it with 'apt-get install libargon2-dev'" >&2; exit 1; }
 
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build $(IMPORT_CHECK)
 
 # The main job: the offline-edit story against the embedded emulator (DEMO_ARGS for options,
 # e.g. DEMO_ARGS="--dir /tmp/demo --record demo.json").
@@ -34,7 +38,7 @@ replay: build
 # time-outs, and serial is barely slower (about a minute). The kill tests and the simulation
 # run in processes of their own.
 test: deps
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(IMPORT_CHECK)
 	$(SWIFT) test --skip-build --no-parallel --skip WriterKillTests --skip ResolverKillTests --skip SimulationTests
 	$(SWIFT) test --skip-build --filter WriterKillTests
 	$(SWIFT) test --skip-build --filter ResolverKillTests
@@ -47,7 +51,7 @@ test: deps
 # here from a clean checkout; KILLS, RESOLVER_KILLS, SEEDS, FUZZ_SECONDS scale it.
 TORTURE_LOGS := .build-torture
 torture: deps
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(IMPORT_CHECK)
 	$(SWIFT) build -c release --product vaultlog
 	@mkdir -p $(TORTURE_LOGS)
 	VAULTLOG_KILLS=$${KILLS:-1000} $(SWIFT) test --skip-build --filter WriterKillTests 2>&1 | tee $(TORTURE_LOGS)/writer-kills.log

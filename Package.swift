@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // Storage: LMDB from Debian's liblmdb-dev, never vendored.
@@ -56,13 +58,18 @@ let package = Package(
         // The sealed append-only event log.
         .target(
             name: "EventLog",
-            dependencies: ["LMDB", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "LMDB", "VaultCrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
 
         // The domain: events, projector, local vault store, repository, resolver, sync.
         .target(
             name: "OfflineSync",
-            dependencies: ["EventLog", "VaultModel", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["EventLog", "LMDB", "VaultModel", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
         ),
 
         // HTTP: the Bitwarden API client and the Bitwarden-compatible emulator.
@@ -91,6 +98,9 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -107,17 +117,17 @@ let package = Package(
         .executableTarget(
             name: "vaultlog",
             dependencies: [
-                "EventLog", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "Replay",
+                "EventLog", "LMDB", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "Replay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
-        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
+        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "VaultModelTests", dependencies: ["VaultModel", "VaultCrypto"], resources: [.copy("Resources")]),
-        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "VaultModel"]),
-        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "VaultModel", "VaultCrypto"]),
+        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "LMDB", "VaultCrypto", "VaultModel"]),
+        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto"]),
         .testTarget(
             name: "BitwardenEmulatorTests",
             dependencies: ["BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "OfflineSync", "VaultCrypto", "VaultModel"]
@@ -127,12 +137,12 @@ let package = Package(
             name: "ResolverTests",
             dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel"]
         ),
-        .testTarget(name: "ReplayTests", dependencies: ["Replay", "OfflineSync", "VaultCrypto"]),
+        .testTarget(name: "ReplayTests", dependencies: ["Replay", "EventLog", "OfflineSync", "VaultCrypto"]),
         // Runs the built `vaultlog` binary (next to the test bundle after `swift build --build-tests`)
         // against stores it makes with OfflineSync.
         .testTarget(
             name: "CLITests",
-            dependencies: ["OfflineSync", "EventLog", "VaultModel", "VaultCrypto", "Replay"]
+            dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "Replay"]
         ),
     ]
 )

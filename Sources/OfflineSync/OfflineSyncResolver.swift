@@ -34,8 +34,8 @@ public struct ResolverOptions: Sendable {
 
 /// A side effect on the server, reported to ``ResolverOptions/afterServerEffect``.
 public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
-    /// A POST; `purpose` is "create", "recreate", "backup" or "passwordOverflow".
-    case created(cipherId: String, purpose: String, serverId: String)
+    /// A POST.
+    case created(cipherId: String, purpose: CreatePurpose, serverId: String)
     /// A PUT of the local version.
     case updated(cipherId: String)
     /// A soft or permanent delete.
@@ -312,25 +312,25 @@ public final class OfflineSyncResolver: Sendable {
         }
         // A create whose response was lost (here or in the repository) is on the server under
         // one of these unique encrypted names.
-        var markers = plannedMarkers(item, purpose: "create")
+        var markers = plannedMarkers(item, purpose: .create)
         if let first = item.change.versionSequences.first,
            let name = try store.event(at: first, userId: run.userId)?.operation?.cipher.name { markers.append(name) }
         if let name = item.latest.name { markers.append(name) }
         if let found = try await run.index.find(markers) {
-            return try await adoptCreated(&item, found, purpose: "create", run: run)
+            return try await adoptCreated(&item, found, purpose: .create, run: run)
         }
         _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
-        let created = try await createOnce(&item, purpose: "create", payload: item.latest, run: run)
-        return try await adoptCreated(&item, created, purpose: "create", run: run)
+        let created = try await createOnce(&item, purpose: .create, payload: item.latest, run: run)
+        return try await adoptCreated(&item, created, purpose: .create, run: run)
     }
 
     /// Records the server id of a created (or found) copy; finishes the item when the copy
     /// holds the latest version, else pushes the later edits as an update.
-    private func adoptCreated(_ item: inout Item, _ created: Cipher, purpose: String, run: RunContext) async throws -> ItemReport.Outcome {
+    private func adoptCreated(_ item: inout Item, _ created: Cipher, purpose: CreatePurpose, run: RunContext) async throws -> ItemReport.Outcome {
         guard let serverId = created.id else { throw ServerFailure(.unavailable, "the server answered a create without an id") }
         item.report.serverId = serverId
-        let mappedType: VaultEventType = purpose == "recreate" ? .recreated : .idMapped
-        let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: purpose)
+        let mappedType: VaultEventType = purpose == .recreate ? .recreated : .idMapped
+        let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: purpose.description)
         guard let name = item.latest.name, created.name == name else {
             // Edited after the create was sent: the copy on the server is older.
             try await record(&item, .idMapped, mapped, run: run)
@@ -339,9 +339,9 @@ public final class OfflineSyncResolver: Sendable {
         }
         var events: [(VaultEventType, OutcomeBody)] = [(.idMapped, mapped)]
         if mappedType == .recreated { events.insert((.recreated, mapped), at: 0) }
-        events.append((.resolved, OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: purpose)))
+        events.append((.resolved, OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: purpose.description)))
         try await record(&item, events, local: replacing(item.id, with: created), run: run)
-        return purpose == "recreate" ? .recreated : .created
+        return purpose == .recreate ? .recreated : .created
     }
 
     // MARK: Update
@@ -421,7 +421,7 @@ public final class OfflineSyncResolver: Sendable {
     /// `thenTrash` (a trash move that carried edits) the new copy is moved to the trash again.
     private func recreate(_ item: inout Item, thenTrash: Bool = false, run: RunContext) async throws -> ItemReport.Outcome {
         var created: Cipher
-        if let found = try await run.index.find(plannedMarkers(item, purpose: "recreate")) {
+        if let found = try await run.index.find(plannedMarkers(item, purpose: .recreate)) {
             created = found
             if thenTrash, let serverId = found.id, found.name != item.latest.name {
                 // The copy an earlier attempt posted holds the version planned then; the item
@@ -436,9 +436,9 @@ public final class OfflineSyncResolver: Sendable {
             _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
             var payload = item.latest
             payload.deletedDate = nil
-            created = try await createOnce(&item, purpose: "recreate", payload: payload, run: run)
+            created = try await createOnce(&item, purpose: .recreate, payload: payload, run: run)
         }
-        guard thenTrash else { return try await adoptCreated(&item, created, purpose: "recreate", run: run) }
+        guard thenTrash else { return try await adoptCreated(&item, created, purpose: .recreate, run: run) }
         guard let serverId = created.id else { throw ServerFailure(.unavailable, "the server answered a create without an id") }
         item.report.serverId = serverId
         if created.deletedDate == nil {
@@ -486,7 +486,7 @@ public final class OfflineSyncResolver: Sendable {
         if let mapped = item.steps.last(where: { $0.type == .idMapped })?.outcome, let serverId = mapped.serverId {
             return try await resolveDelete(&item, serverId: serverId, base: mapped.revisionDate, createChain: true, run: run)
         }
-        var markers = plannedMarkers(item, purpose: "create")
+        var markers = plannedMarkers(item, purpose: .create)
         markers += try ownNames(item, run: run).sorted().compactMap { try? EncString($0) }
         if let found = try await run.index.find(markers), let serverId = found.id {
             try await record(&item, .idMapped, OutcomeBody(at: now, serverId: serverId, revisionDate: found.revisionDate,
@@ -606,7 +606,7 @@ public final class OfflineSyncResolver: Sendable {
                               sourceRevision: BitwardenDate?, sourceSequence: UInt64?, reason: String,
                               run: RunContext) async throws -> Cipher {
         let sameVersion = { (o: OutcomeBody) in o.backupOf == side && o.sourceRevisionDate == sourceRevision && o.sourceSequence == sourceSequence }
-        if let done = item.steps.last(where: { $0.type == .backupCreated && $0.outcome.purpose == "backup" && sameVersion($0.outcome) }),
+        if let done = item.steps.last(where: { $0.type == .backupCreated && $0.outcome.purpose == .backup && sameVersion($0.outcome) }),
            let copy = done.outcome.cipher {
             return copy
         }
@@ -618,13 +618,13 @@ public final class OfflineSyncResolver: Sendable {
         backup.attachments = nil
         backup.revisionDate = nil
         backup.creationDate = nil
-        let created = try await createOnce(&item, purpose: "backup", payload: try backup.encrypt(userKey: run.userKey, random: store.dependencies.random),
+        let created = try await createOnce(&item, purpose: .backup, payload: try backup.encrypt(userKey: run.userKey, random: store.dependencies.random),
                                            side: side, sourceRevision: sourceRevision, sourceSequence: sourceSequence, run: run)
         var stored = created
         stored.extra = [:]
         try await record(&item, .backupCreated, OutcomeBody(
             at: now, backupId: created.id, backupOf: side, marker: created.name?.serialized, reason: reason,
-            cipher: stored, purpose: "backup", sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
+            cipher: stored, purpose: .backup, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
         item.report.backupIds.append(created.id ?? "")
         return created
     }
@@ -653,7 +653,7 @@ public final class OfflineSyncResolver: Sendable {
 
     /// An earlier local backup found on the server that holds the same content as `view`.
     private func adoptEarlierLocalBackup(_ item: inout Item, holding view: CipherView, run: RunContext) async throws -> Cipher? {
-        let adopted = try await adoptEarlierPlans(&item, where: { $0.purpose == "backup" && $0.backupOf == .local }, run: run)
+        let adopted = try await adoptEarlierPlans(&item, where: { $0.purpose == .backup && $0.backupOf == .local }, run: run)
         return try adopted.first { Self.sameContent(try $0.decrypt(userKey: run.userKey), view) }
     }
 
@@ -668,7 +668,7 @@ public final class OfflineSyncResolver: Sendable {
     /// POSTs `payload` at most once per plan: announces it with `createPlanned` (its encrypted
     /// name is the marker), and adopts the server's copy when an earlier plan for the same
     /// purpose and source already reached the server.
-    private func createOnce(_ item: inout Item, purpose: String, payload: Cipher, side: ConflictSide? = nil,
+    private func createOnce(_ item: inout Item, purpose: CreatePurpose, payload: Cipher, side: ConflictSide? = nil,
                             sourceRevision: BitwardenDate? = nil, sourceSequence: UInt64? = nil,
                             run: RunContext) async throws -> Cipher {
         let plans = item.steps.filter {
@@ -686,7 +686,7 @@ public final class OfflineSyncResolver: Sendable {
         return created
     }
 
-    private func plannedMarkers(_ item: Item, purpose: String) -> [EncString] {
+    private func plannedMarkers(_ item: Item, purpose: CreatePurpose) -> [EncString] {
         item.steps.filter { $0.type == .createPlanned && $0.outcome.purpose == purpose }
             .compactMap { $0.outcome.marker.flatMap { try? EncString($0) } }
     }
@@ -699,7 +699,7 @@ public final class OfflineSyncResolver: Sendable {
         guard item.change.offlinePasswordChangeCount > 0 else { return [] }
         // Every copy already on the server for this change keeps what it holds (overflow copies
         // made for an earlier version too, and one whose answer was lost).
-        _ = try await adoptEarlierPlans(&item, where: { $0.purpose?.hasPrefix("passwordOverflow") == true }, run: run)
+        _ = try await adoptEarlierPlans(&item, where: { $0.purpose?.isPasswordOverflow == true }, run: run)
         let kept = given + recordedBackups(item)
         var typed: [(password: String, lastUsed: BitwardenDate?)] = []
         for (index, sequence) in item.change.versionSequences.enumerated() {
@@ -732,11 +732,11 @@ public final class OfflineSyncResolver: Sendable {
         // Copies already on the server hold their passwords (they are in `kept`), so these
         // parts are only what is still missing: numbered after the copies recorded so far, so a
         // new part never takes an earlier part's plan for its own.
-        let earlier = Set(item.steps.filter { $0.type == .backupCreated && $0.outcome.purpose?.hasPrefix("passwordOverflow") == true }
+        let earlier = Set(item.steps.filter { $0.type == .backupCreated && $0.outcome.purpose?.isPasswordOverflow == true }
             .compactMap(\.outcome.marker)).count
         for (number, entries) in parts.enumerated() {
             let part = earlier + number + 1
-            let purpose = "passwordOverflow-\(part)"
+            let purpose = CreatePurpose.passwordOverflow(part: part)
             var copy = latestView.withNewCipherKey(random: store.dependencies.random)
             copy.id = nil
             copy.name = BackupName.passwordOverflow(latestView.name, at: item.change.updatedAt, part: part, of: earlier + parts.count)
@@ -777,7 +777,7 @@ public final class OfflineSyncResolver: Sendable {
     /// and remembers them as completed steps for the rest of the run.
     private func record(_ item: inout Item, _ events: [(VaultEventType, OutcomeBody)], local: [LocalChange], run: RunContext) async throws {
         let id = item.id
-        let sequences = try await store.appendAsync(
+        let sequences = try await store.append(
             userId: run.userId, events: events.map { .init(cipherId: id, type: $0.0, body: .outcome($0.1)) }, localChanges: local)
         for ((type, body), sequence) in zip(events, sequences) {
             item.steps.append(ResolutionStep(type: type, sequence: sequence, outcome: body))

@@ -88,7 +88,7 @@ public final class SyncService: Sendable {
             let lastSequence = try store.log.lastSequence()
             let remaining = try store.pendingState(userId: userId).count
             if remaining > 0 && unlocked && flags.resolution {
-                return try abort(userId: userId, report: report)
+                return try await abort(userId: userId, report: report)
             }
             if attempt == 0, !forceSync, remaining == 0, unlocked, try await upToDate(userId: userId) {
                 return .upToDate(resolution: report)
@@ -96,12 +96,12 @@ public final class SyncService: Sendable {
             let snapshot = try await server.sync()
             let event: (type: VaultEventType, body: OutcomeBody)? = unlocked
                 ? (.syncApplied, OutcomeBody(at: BitwardenDate(store.dependencies.now()), pendingCount: remaining)) : nil
-            if try store.replaceCiphers(userId: userId, ciphers: snapshot.ciphers, ifLastSequence: lastSequence, appending: event) {
+            if try await store.replaceCiphers(userId: userId, ciphers: snapshot.ciphers, ifLastSequence: lastSequence, appending: event) {
                 return .applied(ciphers: snapshot.ciphers.count, resolution: report)
             }
             logger.info("an edit was saved during the sync; counting again", metadata: ["user": "\(userId)"])
         }
-        return try abort(userId: userId, report: report, extra: "edits kept arriving during the sync")
+        return try await abort(userId: userId, report: report, extra: "edits kept arriving during the sync")
     }
 
     /// Whether the account has not changed since the last applied sync (false when unknown).
@@ -111,7 +111,7 @@ public final class SyncService: Sendable {
         return revision <= last.date
     }
 
-    private func abort(userId: String, report: ResolutionReport?, extra: String? = nil) throws -> SyncResult {
+    private func abort(userId: String, report: ResolutionReport?, extra: String? = nil) async throws -> SyncResult {
         guard store.isUnlocked(userId: userId) else {
             // Locked: no key to read the reasons or seal an event; headers still give the count.
             let count = try store.pendingCount(userId: userId)
@@ -128,7 +128,7 @@ public final class SyncService: Sendable {
             return text
         }
         if let extra { reasons.append(extra) }
-        try store.append(userId: userId, cipherId: "", type: .syncAborted, body: .outcome(OutcomeBody(
+        try await store.append(userId: userId, cipherId: "", type: .syncAborted, body: .outcome(OutcomeBody(
             at: BitwardenDate(store.dependencies.now()), reason: reasons.joined(separator: "; "), pendingCount: pending.count)))
         logger.notice("sync aborted: changes still pending", metadata: ["user": "\(userId)", "pending": "\(pending.count)"])
         return .aborted(pendingCount: pending.count, reasons: reasons, resolution: report)

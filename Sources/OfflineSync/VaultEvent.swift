@@ -135,8 +135,8 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     public var pendingCount: Int?
     /// The planned payload (createPlanned): encrypted, exactly what is posted.
     public var cipher: Cipher?
-    /// What a planned create is for: "create", "recreate", "backup" or "passwordOverflow".
-    public var purpose: String?
+    /// What a planned create is for (createPlanned, backupCreated).
+    public var purpose: CreatePurpose?
     /// The version a backup preserves: the server revision it copied (backupOf server) or the
     /// local version's event sequence (backupOf local). A retry never backs up the same version twice.
     public var sourceRevisionDate: BitwardenDate?
@@ -148,7 +148,7 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     public init(at: BitwardenDate, serverId: String? = nil, revisionDate: BitwardenDate? = nil,
                 backupId: String? = nil, backupOf: ConflictSide? = nil, marker: String? = nil, reason: String? = nil,
                 attempt: Int? = nil, nextRetryAt: BitwardenDate? = nil, deadLetter: Bool? = nil, pendingCount: Int? = nil,
-                cipher: Cipher? = nil, purpose: String? = nil,
+                cipher: Cipher? = nil, purpose: CreatePurpose? = nil,
                 sourceRevisionDate: BitwardenDate? = nil, sourceSequence: UInt64? = nil, serverUnreachable: Bool? = nil) {
         self.at = at
         self.serverId = serverId
@@ -289,5 +289,63 @@ public struct VaultEvent: Sendable, Equatable {
         case .operation(let op): return Array(try encoder.encode(op))
         case .outcome(let outcome): return Array(try encoder.encode(outcome))
         }
+    }
+}
+
+/// What a POST of the resolver is for. Stored as a string in outcome bodies: `create`,
+/// `recreate`, `backup` and `passwordOverflow-N` (N ≥ 1, the part of an overflow copy).
+public enum CreatePurpose: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The first POST of an item created on this device.
+    case create
+    /// An item this device edited was deleted on the server; it is posted again.
+    case recreate
+    /// A backup of the losing side of a conflict, or of the version before a password burst.
+    case backup
+    /// Part `part` (from 1) of the copies holding passwords that overflow the item's history.
+    case passwordOverflow(part: Int)
+
+    /// The stored form.
+    public var description: String {
+        switch self {
+        case .create: "create"
+        case .recreate: "recreate"
+        case .backup: "backup"
+        case .passwordOverflow(let part): "passwordOverflow-\(part)"
+        }
+    }
+
+    /// Parses the stored form; nil for anything else.
+    public init?(_ text: String) {
+        switch text {
+        case "create": self = .create
+        case "recreate": self = .recreate
+        case "backup": self = .backup
+        default:
+            let prefix = "passwordOverflow-"
+            guard text.hasPrefix(prefix), let part = Int(text.dropFirst(prefix.count)), part >= 1,
+                  String(part) == text.dropFirst(prefix.count) else { return nil }
+            self = .passwordOverflow(part: part)
+        }
+    }
+
+    /// Whether this is any part of an overflow copy.
+    public var isPasswordOverflow: Bool {
+        if case .passwordOverflow = self { return true }
+        return false
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let purpose = CreatePurpose(text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription:
+                "unknown create purpose '\(text)' (expected create, recreate, backup or passwordOverflow-N)")
+        }
+        self = purpose
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
     }
 }

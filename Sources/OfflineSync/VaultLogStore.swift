@@ -292,6 +292,11 @@ public final class VaultLogStore: Sendable {
         try log.write { txn in for change in changes { try apply(change, userId: userId, in: txn.transaction) } }
     }
 
+    /// ``applyLocal(_:userId:)`` from async code, committed on the log's writer thread.
+    public func applyLocal(_ changes: [LocalChange], userId: String) async throws {
+        try await log.writeAsync { txn in for change in changes { try self.apply(change, userId: userId, in: txn.transaction) } }
+    }
+
     /// Replaces a user's local items with a full sync's, keeping the local copy of every item
     /// that is pending (a sync never hides a pending edit). With `ifLastSequence`, does so only
     /// if the log's last sequence still equals it — checked in the same write transaction, so
@@ -300,11 +305,31 @@ public final class VaultLogStore: Sendable {
     @discardableResult
     public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
                                appending event: (type: VaultEventType, body: OutcomeBody)? = nil) throws -> Bool {
+        let replaced = try log.write(try replacement(userId: userId, ciphers: serverCiphers, ifLastSequence: expected, appending: event))
+        if replaced && event != nil { notifyObservers(userId: userId) }
+        return replaced
+    }
+
+    /// ``replaceCiphers(userId:ciphers:ifLastSequence:appending:)`` from async code: the
+    /// transaction commits on the log's writer thread.
+    @discardableResult
+    public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
+                               appending event: (type: VaultEventType, body: OutcomeBody)? = nil) async throws -> Bool {
+        let replaced = try await log.writeAsync(
+            try replacement(userId: userId, ciphers: serverCiphers, ifLastSequence: expected, appending: event))
+        if replaced && event != nil { notifyObservers(userId: userId) }
+        return replaced
+    }
+
+    /// The write transaction of a sync's replace, for either form.
+    private func replacement(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64?,
+                             appending event: (type: VaultEventType, body: OutcomeBody)?) throws
+        -> @Sendable (LogTransaction) throws -> Bool {
         let keys = event == nil ? nil : try keys(userId)
         // Unlocked: the authenticated projection, brought up to date inside the transaction.
         let session = sessions.withLock { $0[userId] }
         let projected = try session.map { _ in try projection(userId: userId) }
-        let replaced = try log.write { txn -> Bool in
+        return { [self] txn -> Bool in
             let reader = txn.reader
             if let expected, try reader.lastSequence() != expected { return false }
             let pendingIds: [String: PendingChangeType]
@@ -336,8 +361,6 @@ public final class VaultLogStore: Sendable {
             }
             return true
         }
-        if replaced && event != nil { notifyObservers(userId: userId) }
-        return replaced
     }
 
     // MARK: Events
@@ -381,10 +404,21 @@ public final class VaultLogStore: Sendable {
         return sequences
     }
 
-    /// ``append(userId:events:localChanges:beforeCommit:)`` on the log's writer thread, so a
-    /// synced commit does not block a Swift concurrency thread (the resolver's path).
+    /// Appends one event and applies `localChanges` in one durable transaction, from async
+    /// code: the commit and its flushes run on the log's writer thread, so no Swift
+    /// concurrency thread blocks on them. (The same name without `await` is the blocking form,
+    /// for synchronous callers; in async code the compiler picks this one.)
     @discardableResult
-    public func appendAsync(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
+    public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
+                       localChanges: [LocalChange] = []) async throws -> UInt64 {
+        try await append(userId: userId, events: [PlannedEvent(cipherId: cipherId, type: type, body: body)],
+                         localChanges: localChanges).last!
+    }
+
+    /// Appends several events and applies `localChanges` in one durable transaction, from async
+    /// code, on the log's writer thread (see the single-event form).
+    @discardableResult
+    public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
         let (keys, newEvents) = try prepare(userId: userId, events: events)
         let sequences = try await log.writeAsync { txn -> [UInt64] in
             for change in localChanges { try self.apply(change, userId: userId, in: txn.transaction) }

@@ -110,7 +110,7 @@ public final class VaultRepository: Sendable {
             let created = try await server.createCipher(encrypted)
             var changes: [LocalChange] = [.upsert(created)]
             if created.id != tempId { changes.append(.delete(cipherId: tempId)) }
-            try applyOnlineResult(cipherId: tempId, localChanges: changes)
+            try await applyOnlineResult(cipherId: tempId, localChanges: changes)
             return .online(created)
         } catch where Self.isRejection(error) {
             throw error
@@ -127,9 +127,9 @@ public final class VaultRepository: Sendable {
                 sent.id = nil
                 events.append(.init(cipherId: tempId, type: .createPlanned, body: .outcome(OutcomeBody(
                     at: at, marker: encrypted.name?.serialized, reason: "the create's answer was lost: it may be on the server",
-                    cipher: sent, purpose: "create"))))
+                    cipher: sent, purpose: .create))))
             }
-            let sequences = try store.append(userId: userId, events: events, localChanges: [.upsert(encrypted)])
+            let sequences = try await store.append(userId: userId, events: events, localChanges: [.upsert(encrypted)])
             return .savedOffline(encrypted, sequence: sequences[0])
         }
     }
@@ -162,19 +162,19 @@ public final class VaultRepository: Sendable {
                 return try await updateCipher(fresh)
             }
             // Pending state: never straight to the server. Into the log, then resolved at once.
-            let sequence = try appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
+            let sequence = try await appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
             return try await resolveNow(id, saved: encrypted, sequence: sequence)
         }
         do {
             let updated = try await server.updateCipher(encrypted, lastKnownRevisionDate: encrypted.revisionDate)
-            try applyOnlineResult(cipherId: id, localChanges: [.upsert(updated)])
+            try await applyOnlineResult(cipherId: id, localChanges: [.upsert(updated)])
             return .online(updated)
         } catch where Self.isRejection(error) {
             throw error
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
             logger.info("server unavailable; saving edit offline", metadata: ["cipher": "\(id)", "error": "\(error)"])
-            let sequence = try appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
+            let sequence = try await appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
             return .savedOffline(encrypted, sequence: sequence)
         }
     }
@@ -182,8 +182,8 @@ public final class VaultRepository: Sendable {
     /// Appends an operation event with its local change in one durable transaction. The
     /// base revision is the snapshot's (the server revision the edit started from).
     private func appendOperation(_ type: VaultEventType, _ snapshot: Cipher, id: String, passwordChanged: Bool = false,
-                                 local: [LocalChange]) throws -> UInt64 {
-        try store.append(userId: userId, cipherId: id, type: type,
+                                 local: [LocalChange]) async throws -> UInt64 {
+        try await store.append(userId: userId, cipherId: id, type: type,
                          body: .operation(OperationBody(cipher: snapshot, passwordChanged: passwordChanged,
                                                         baseRevisionDate: snapshot.revisionDate, at: now)),
                          localChanges: local)
@@ -298,10 +298,10 @@ public final class VaultRepository: Sendable {
         switch state.pending[id] {
         case .create? where !state.uncertainCreates.contains(id):
             // Never reached the server: remove it locally; the fold leaves nothing pending.
-            let sequence = try appendOperation(.softDeleted, trashed, id: id, local: [.delete(cipherId: id)])
+            let sequence = try await appendOperation(.softDeleted, trashed, id: id, local: [.delete(cipherId: id)])
             return .discardedLocally(sequence: sequence)
         case _?:
-            let sequence = try appendOperation(.softDeleted, trashed, id: id, local: [.upsert(trashed)])
+            let sequence = try await appendOperation(.softDeleted, trashed, id: id, local: [.upsert(trashed)])
             return try await resolveNow(id, saved: trashed, sequence: sequence)
         case nil:
             break
@@ -313,13 +313,13 @@ public final class VaultRepository: Sendable {
             // recognised later by its encrypted name).
             var stored = trashed
             if let copy = try? await server.getCipher(id: id), copy.deletedDate != nil { stored = copy }
-            try applyOnlineResult(cipherId: id, localChanges: [.upsert(stored)])
+            try await applyOnlineResult(cipherId: id, localChanges: [.upsert(stored)])
             return .online(stored)
         } catch where Self.isRejection(error) {
             throw error
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
-            let sequence = try appendOperation(.softDeleted, trashed, id: id, local: [.upsert(trashed)])
+            let sequence = try await appendOperation(.softDeleted, trashed, id: id, local: [.upsert(trashed)])
             return .savedOffline(trashed, sequence: sequence)
         }
     }
@@ -340,18 +340,18 @@ public final class VaultRepository: Sendable {
         switch state.pending[id] {
         case .create? where !state.uncertainCreates.contains(id):
             guard let known else { return .noOp }
-            let sequence = try appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
+            let sequence = try await appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
             return .discardedLocally(sequence: sequence)
         case _?:
             guard let known else { return .noOp }
-            let sequence = try appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
+            let sequence = try await appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
             return try await resolveNow(id, saved: nil, sequence: sequence)
         case nil:
             break
         }
         do {
             try await server.deleteCipher(id: id)
-            try applyOnlineResult(cipherId: id, localChanges: [.delete(cipherId: id)])
+            try await applyOnlineResult(cipherId: id, localChanges: [.delete(cipherId: id)])
             return .online(nil)
         } catch where Self.isRejection(error) {
             throw error
@@ -363,7 +363,7 @@ public final class VaultRepository: Sendable {
                 return .noOp
             }
             guard known.organizationId == nil else { throw error }
-            let sequence = try appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
+            let sequence = try await appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
             return .savedOffline(nil, sequence: sequence)
         }
     }
@@ -373,11 +373,11 @@ public final class VaultRepository: Sendable {
     /// After a direct online success (the item had nothing pending): store the server's
     /// result. If an offline save of the same item slipped in meanwhile (another task), its
     /// local copy is left alone: the resolver reconciles it with the server.
-    private func applyOnlineResult(cipherId: String, localChanges: [LocalChange]) throws {
+    private func applyOnlineResult(cipherId: String, localChanges: [LocalChange]) async throws {
         if try pendingState().pending[cipherId] != nil {
             logger.info("an offline save of the item arrived during the request; leaving it to the resolver", metadata: ["cipher": "\(cipherId)"])
             return
         }
-        try store.applyLocal(localChanges, userId: userId)
+        try await store.applyLocal(localChanges, userId: userId)
     }
 }

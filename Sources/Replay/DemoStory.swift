@@ -110,7 +110,7 @@ public enum DemoStory {
                 switch event.type {
                 case .idMapped: text = "created on the server: temporary id \(event.cipherId.prefix(8))… is now \(body.serverId?.prefix(8) ?? "?")…"
                 case .recreated: text = "the server had lost it: created again as \(body.serverId?.prefix(8) ?? "?")…"
-                case .backupCreated where body.purpose?.hasPrefix("passwordOverflow") == true:
+                case .backupCreated where body.purpose?.isPasswordOverflow == true:
                     text = "offline passwords the 5-entry history could not hold were kept in \(backupName)"
                 case .backupCreated where body.backupOf == .server:
                     text = "the server's copy was backed up as \(backupName) before being replaced (\(body.reason ?? ""))"

@@ -291,7 +291,7 @@ final class Run: @unchecked Sendable {
             let user = try self.user(entry.user, step: -1)
             let encrypted = try Self.view(entry.item).encrypt(userKey: user.userKey, random: random(11 &+ UInt64(index)))
             let stored = try await user.onOtherDevice { try await $0.createCipher(encrypted) }
-            try store.applyLocal([.upsert(stored)], userId: user.userId)
+            try await store.applyLocal([.upsert(stored)], userId: user.userId)
             refs[entry.ref] = (user.ref, stored.id!)
             journal.append(.init(step: -1, ref: entry.ref, action: "initial", content: content(Self.view(entry.item)), offline: false,
                                  pendingBefore: false, user: user.ref))

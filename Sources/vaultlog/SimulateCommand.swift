@@ -18,8 +18,8 @@ struct Simulate: AsyncParsableCommand {
         plaintext in the store. A failure prints its \
         seed; the same seed replays it exactly (--save writes it as a scenario fixture). \
         Seeds are independent and run --jobs at a time (default: one per core); each seed's run \
-        is the same whatever the job count. Exit 1 if any seed fails. Progress on stderr when \
-        stderr is a terminal.
+        is the same whatever the job count. Exit 1 if any seed fails. Progress on stderr: a \
+        redrawn line on a terminal, otherwise one line a minute.
 
         Examples:
           vaultlog simulate --seeds 1..500
@@ -102,7 +102,7 @@ struct Simulate: AsyncParsableCommand {
             }
         }
         let start = Date()
-        let progress = ProgressLine("simulating", unit: "seeds")
+        let progress = ProgressLine("simulating", unit: "seeds", logEvery: 60)
         let failures = await Self.simulate(range, operations: ops,
                                                  jobs: jobs ?? ProcessInfo.processInfo.activeProcessorCount) { done in
             progress.update(done, of: range.count)

@@ -307,7 +307,7 @@ struct EventTypeExplanationTests {
                         outcome.reason = "conflict: server newer"
                     case .deleteApplied: outcome.reason = "moved to the trash"
                     case .resolutionFailed: outcome.attempt = 5; outcome.reason = "HTTP 500"; outcome.deadLetter = true
-                    case .createPlanned: outcome.purpose = "backup"; outcome.cipher = cipher
+                    case .createPlanned: outcome.purpose = .backup; outcome.cipher = cipher
                     case .syncAborted: outcome.pendingCount = 3; outcome.reason = "server unreachable"
                     default: break
                     }
@@ -341,5 +341,42 @@ struct EventTypeExplanationTests {
         let explanation = try #require(Self.store.records[type.description], "no event of type \(type) listed")
         let phrase = try #require(Self.expected[type])
         #expect(explanation.contains(phrase), "\(type): \(explanation)")
+    }
+}
+
+/// Each kind of planned create is explained as what it is, including every part of an overflow
+/// copy (stored as `passwordOverflow-N`).
+@Suite("vaultlog explains every planned create")
+struct CreatePurposeExplanationTests {
+    @Test func everyPurposeHasItsOwnWords() throws {
+        let dir = TemporaryDirectory("vaultlog-purposes")
+        let userKey = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 8))
+        var options = VaultLogStoreOptions()
+        options.dependencies = .deterministic(seed: 8, clock: ManualClock())
+        let store = try VaultLogStore(path: dir.file("store"), options: options)
+        store.unlock(userId: "u", userKey: userKey)
+        let purposes: [(CreatePurpose, String)] = [
+            (.create, "about to create the item on the server"),
+            (.recreate, "about to create the item again (it was deleted on the server)"),
+            (.backup, "about to create a backup on the server"),
+            (.passwordOverflow(part: 1), "about to create part 1 of the copy holding passwords that overflow"),
+            (.passwordOverflow(part: 12), "about to create part 12 of the copy holding passwords that overflow"),
+        ]
+        for (purpose, _) in purposes {
+            try store.append(userId: "u", cipherId: "x", type: .createPlanned,
+                             body: .outcome(OutcomeBody(at: BitwardenDate(Date(timeIntervalSince1970: 0)), purpose: purpose)))
+        }
+        store.close()
+        try userKey.exportBase64().write(toFile: dir.file("u.key"), atomically: true, encoding: .utf8)
+        let result = try CLI.run(["events", dir.file("store"), "--json", "--user-key-file", dir.file("u.key")])
+        #expect(result.status == 0, "\(result)")
+        let explanations = try result.jsonLines().compactMap { $0["explanation"] as? String }
+        #expect(explanations.count == purposes.count)
+        for ((purpose, phrase), explanation) in zip(purposes, explanations) {
+            #expect(explanation.contains(phrase), "\(purpose): \(explanation)")
+            #expect(!explanation.contains("passwordOverflow"), "the stored code leaks into the text: \(explanation)")
+        }
+        let stored = try result.jsonLines().compactMap { ($0["outcome"] as? [String: Any])?["purpose"] as? String }
+        #expect(stored == ["create", "recreate", "backup", "passwordOverflow-1", "passwordOverflow-12"])
     }
 }

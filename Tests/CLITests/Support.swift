@@ -182,7 +182,7 @@ final class StoreFixture: Sendable {
             OutcomeBody(at: BitwardenDate(now), reason: "HTTP 503 Service Unavailable", attempt: 1,
                         nextRetryAt: BitwardenDate(now.addingTimeInterval(300)), deadLetter: false)
         }
-        try outcome("c-temp", .createPlanned) { OutcomeBody(at: BitwardenDate($0), reason: "about to create (create)", purpose: "create") }
+        try outcome("c-temp", .createPlanned) { OutcomeBody(at: BitwardenDate($0), reason: "about to create (create)", purpose: .create) }
         try outcome("c-temp", .idMapped) {
             OutcomeBody(at: BitwardenDate($0), serverId: "server-mail", revisionDate: BitwardenDate($0), reason: "create")
         }

@@ -157,3 +157,18 @@ import VaultModel
         #expect(BackupName.timestamp(try BitwardenDate("1969-12-31T23:59:59.5Z")) == "1969-12-31 23:59:59")
     }
 }
+
+@Suite("Create purposes")
+struct CreatePurposeTests {
+    @Test func storedFormRoundTrips_andUnknownFormsAreRefused() throws {
+        let all: [CreatePurpose] = [.create, .recreate, .backup, .passwordOverflow(part: 1), .passwordOverflow(part: 40)]
+        let encoded = try JSONEncoder().encode(all)
+        #expect(String(decoding: encoded, as: UTF8.self)
+            == #"["create","recreate","backup","passwordOverflow-1","passwordOverflow-40"]"#)
+        #expect(try JSONDecoder().decode([CreatePurpose].self, from: encoded) == all)
+        for bad in ["passwordOverflow", "passwordOverflow-0", "passwordOverflow-01", "passwordOverflow-x", "Create", ""] {
+            #expect(CreatePurpose(bad) == nil, "\(bad)")
+            #expect(throws: DecodingError.self) { try JSONDecoder().decode(CreatePurpose.self, from: Data("\"\(bad)\"".utf8)) }
+        }
+    }
+}

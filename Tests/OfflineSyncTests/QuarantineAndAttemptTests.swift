@@ -22,7 +22,7 @@ import VaultModel
     @Test func undecodableEvent_quarantinesItsItemOnly() async throws {
         let h = try await Self.twoPendingItems()
         // Authentic, but an operation type whose body is not an operation: it cannot be decoded.
-        try h.store.append(userId: h.userId, cipherId: "server-Bank", type: .updated, body: .outcome(OutcomeBody(at: BitwardenDate(h.clock.now))))
+        try await h.store.append(userId: h.userId, cipherId: "server-Bank", type: .updated, body: .outcome(OutcomeBody(at: BitwardenDate(h.clock.now))))
         let projection = try h.store.projection(userId: h.userId)
         #expect(projection.quarantined?["server-Bank"]?.contains("event 3") == true, "\(projection.quarantined ?? [:])")
 

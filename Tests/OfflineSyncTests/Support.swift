@@ -150,7 +150,7 @@ struct Harness {
         encrypted.id = "server-\(name)"
         encrypted.revisionDate = try BitwardenDate("2026-01-01T00:00:00.0000000Z")
         server.put(encrypted)
-        try store.applyLocal([.upsert(encrypted)], userId: userId)
+        try await store.applyLocal([.upsert(encrypted)], userId: userId)
         return try encrypted.decrypt(userKey: userKey)
     }
 

@@ -39,7 +39,7 @@ import VaultModel
                 cipher.id = "server-\(n)"
                 cipher.revisionDate = try BitwardenDate("2026-01-01T00:00:00.0000000Z")
                 server.put(cipher)
-                try store.applyLocal([.upsert(cipher)], userId: UnauthenticatedStateTests.userId)
+                try await store.applyLocal([.upsert(cipher)], userId: UnauthenticatedStateTests.userId)
             }
             server.fail(with: NotConnectedError(), times: UnauthenticatedStateTests.items)
             for n in 0..<UnauthenticatedStateTests.items {

@@ -386,7 +386,7 @@ import VaultModel
         var edited = view
         edited.login?.password = "mine"
         let encrypted = try edited.encrypt(userKey: h.userKey)
-        try h.store.append(userId: h.userId, cipherId: view.id!, type: .updated,
+        try await h.store.append(userId: h.userId, cipherId: view.id!, type: .updated,
                            body: .operation(OperationBody(cipher: encrypted, passwordChanged: true, baseRevisionDate: nil,
                                                           at: BitwardenDate(h.clock.now))), localChanges: [.upsert(encrypted)])
         #expect(try await process(h).items.map(\.outcome) == [.pushed])

@@ -98,7 +98,7 @@ private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: 
             local.append(.upsert(encrypted))
         }
     }
-    try store.append(userId: login.userId, events: events, localChanges: local)
+    try await store.append(userId: login.userId, events: events, localChanges: local)
     emulator.faults.setLatency(Double(latencyMs) / 1000, jitter: 0)
 
     var options = ResolverOptions()

@@ -51,22 +51,35 @@ final class ProgressLine {
     private let label: String
     private let unit: String
     private let enabled: Bool
+    private let logEvery: TimeInterval?
+    private let started = Date()
     private var lastDraw = Date.distantPast
     private var drawn = false
 
-    init(_ label: String, unit: String = "events", enabled: Bool = Console.stderrIsTerminal) {
+    /// On a terminal the line redraws itself; elsewhere (a log file, CI) nothing is printed
+    /// unless `logEvery` is given, and then one plain line every `logEvery` seconds.
+    init(_ label: String, unit: String = "events", enabled: Bool = Console.stderrIsTerminal, logEvery: TimeInterval? = nil) {
         self.label = label
         self.unit = unit
         self.enabled = enabled
+        self.logEvery = enabled ? nil : logEvery
+        if logEvery != nil, !enabled { lastDraw = started }
     }
 
     func update(_ done: Int, of total: Int) {
-        guard enabled else { return }
         let now = Date()
+        let percent = total > 0 ? done * 100 / total : 100
+        if let logEvery {
+            guard now.timeIntervalSince(lastDraw) >= logEvery else { return }
+            lastDraw = now
+            let elapsed = Int(now.timeIntervalSince(started))
+            FileHandle.standardError.write(Data("\(label) \(done)/\(total) \(unit) (\(percent)%), \(elapsed) s\n".utf8))
+            return
+        }
+        guard enabled else { return }
         guard done >= total || now.timeIntervalSince(lastDraw) >= 0.1 else { return }
         lastDraw = now
         drawn = true
-        let percent = total > 0 ? done * 100 / total : 100
         FileHandle.standardError.write(Data("\r\(label) \(done)/\(total) \(unit) (\(percent)%)\u{1B}[K".utf8))
     }
 

@@ -84,7 +84,7 @@ struct EventRecord: Encodable {
                     at: body.at.text, serverId: body.serverId, revisionDate: body.revisionDate?.text, backupId: body.backupId,
                     backupOf: body.backupOf?.rawValue, reason: body.reason, attempt: body.attempt,
                     nextRetryAt: body.nextRetryAt?.text, deadLetter: body.deadLetter, pendingCount: body.pendingCount,
-                    purpose: body.purpose, sourceRevisionDate: body.sourceRevisionDate?.text, sourceSequence: body.sourceSequence,
+                    purpose: body.purpose?.description, sourceRevisionDate: body.sourceRevisionDate?.text, sourceSequence: body.sourceSequence,
                     item: body.cipher.map { ItemSummary($0, userKey: key.userKey, reveal: reveal) })
             }
         }
@@ -164,8 +164,13 @@ struct EventRecord: Encodable {
             return "put back into automatic retries on request (was a dead letter)"
         case .createPlanned:
             guard let out else { return "about to create an item on the server" }
-            let purpose = out.purpose ?? "an item"
-            let what = purpose == "backup" ? "a backup" : purpose == "passwordOverflow" ? "a backup of overflowing passwords" : "the item (\(purpose))"
+            let what = switch out.purpose {
+            case nil: "an item"
+            case .create: "the item"
+            case .recreate: "the item again (it was deleted on the server)"
+            case .backup: "a backup"
+            case .passwordOverflow(let part): "part \(part) of the copy holding passwords that overflow the item's history"
+            }
             return "about to create \(what) on the server (marker recorded, so a retry finds it instead of creating a second copy)"
         case .syncAborted:
             guard let out else { return "sync aborted: changes still pending" }
