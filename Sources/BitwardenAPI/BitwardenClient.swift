@@ -20,16 +20,16 @@ import VaultModel
 /// let first = try snapshot.ciphers.first?.decrypt(userKey: login.userKey)
 /// ```
 public final class BitwardenClient: CipherServer, Sendable {
-    private struct State {
+    struct State {
         var configuration: BitwardenClientConfiguration
         var tokens: TokenSet?
         var refresh: (generation: Int, task: Task<TokenSet, any Error>)?
         var generation = 0
     }
 
-    private let state: Mutex<State>
-    private let transport: any HTTPTransport
-    private let logger: Logger
+    let state: Mutex<State>
+    let transport: any HTTPTransport
+    let logger: Logger
 
     /// Creates a client; nothing is sent until the first call. Requests go through
     /// `configuration.transport`, or a ``URLSessionTransport`` with the configuration's timeout
@@ -182,44 +182,6 @@ public final class BitwardenClient: CipherServer, Sendable {
         return SyncSnapshot(ciphers: full.ciphers, folderIds: full.folders.map(\.id))
     }
 
-    // MARK: More API
-
-    /// `GET /api/sync?excludeDomains=true` with profile and folders.
-    public func fullSync() async throws -> SyncResponse {
-        try decode(SyncResponse.self, try await send("GET", .api, "/sync?excludeDomains=true"), route: "GET /api/sync")
-    }
-
-    /// `GET /api/ciphers`: every item of the user.
-    public func ciphers() async throws -> [Cipher] {
-        try decode(ListResponse<Cipher>.self, try await send("GET", .api, "/ciphers"), route: "GET /api/ciphers").data
-    }
-
-    /// `GET /api/folders`.
-    public func folders() async throws -> [Folder] {
-        try decode(ListResponse<Folder>.self, try await send("GET", .api, "/folders"), route: "GET /api/folders").data
-    }
-
-    /// `POST /api/folders` with an encrypted name.
-    public func createFolder(name: EncString) async throws -> Folder {
-        let body = try JSONSerialization.data(withJSONObject: ["name": name.serialized])
-        return try decode(Folder.self, try await send("POST", .api, "/folders", body: body), route: "POST /api/folders")
-    }
-
-    /// The port's freshness check (``revisionDate()``).
-    public func accountRevisionDate() async throws -> Date? { try await revisionDate() }
-
-    /// `GET /api/accounts/revision-date`: when anything in the account last changed. Compare it
-    /// with the last sync to skip `/sync` when nothing changed.
-    public func revisionDate() async throws -> Date {
-        let route = "GET /api/accounts/revision-date"
-        let data = try await send("GET", .api, "/accounts/revision-date")
-        guard let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
-              let milliseconds = Int64(text) else {
-            throw malformed(route, "expected epoch milliseconds")
-        }
-        return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
-    }
-
     // MARK: Transport
 
     enum Service { case api, identity }
@@ -291,7 +253,7 @@ public final class BitwardenClient: CipherServer, Sendable {
 
     /// A fresh access token: joins a refresh already under way, or starts one. If another
     /// request already replaced `stale`, returns the newer token without a refresh.
-    private func refreshedToken(replacing stale: String?, route: String) async throws -> String {
+    func refreshedToken(replacing stale: String?, route: String) async throws -> String {
         enum Next { case current(String), wait(Task<TokenSet, any Error>) }
         let next: Next = try state.withLock { s in
             guard let tokens = s.tokens else {
@@ -315,7 +277,7 @@ public final class BitwardenClient: CipherServer, Sendable {
         }
     }
 
-    private func performRefresh(_ refreshToken: String) async throws -> TokenSet {
+    func performRefresh(_ refreshToken: String) async throws -> TokenSet {
         let clientId = state.withLock { $0.configuration.clientId }
         let route = "POST identity/connect/token"
         let data: Data
@@ -341,61 +303,4 @@ public final class BitwardenClient: CipherServer, Sendable {
         return tokens
     }
 
-    // MARK: Helpers
-
-    private func tokenSet(_ reply: LooseJSON) -> TokenSet? {
-        guard let access = reply.string("access_token") else { return nil }
-        let lifetime = reply.int("expires_in") ?? 3600
-        let now = state.withLock { $0.configuration.now() }
-        return TokenSet(accessToken: access, refreshToken: reply.string("refresh_token") ?? "",
-                        expiresAt: now.addingTimeInterval(TimeInterval(lifetime)))
-    }
-
-    private func requestBody(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?, route: String) throws -> Data {
-        do {
-            return try cipher.requestBody(lastKnownRevisionDate: lastKnownRevisionDate)
-        } catch {
-            throw BitwardenAPIError(kind: .rejected, status: nil, message: "cannot encode the cipher: \(error)", route: route)
-        }
-    }
-
-    private func decode<T: Decodable>(_ type: T.Type, _ data: Data, route: String) throws -> T {
-        do {
-            return try JSONDecoder().decode(T.self, from: data)
-        } catch {
-            throw malformed(route, "cannot decode \(T.self): \(error)")
-        }
-    }
-
-    private func malformed(_ route: String, _ detail: String) -> BitwardenAPIError {
-        BitwardenAPIError(kind: .unavailable, status: nil, message: "malformed reply: \(detail)", route: route)
-    }
-
-    static func formEncode(_ pairs: [(String, String)]) -> Data {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        let text = pairs.map { key, value in
-            (key.addingPercentEncoding(withAllowedCharacters: allowed) ?? key) + "="
-                + (value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)
-        }.joined(separator: "&")
-        return Data(text.utf8)
-    }
-
-    /// An id as one path segment (ids are UUIDs; anything else must not escape the route).
-    static func segment(_ id: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
-    }
-
-    /// The `sub` claim of a JWT (clients read the user id from the access token).
-    static func subject(ofJWT token: String) -> String? {
-        let parts = token.split(separator: ".")
-        guard parts.count >= 2 else { return nil }
-        var payload = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while payload.count % 4 != 0 { payload += "=" }
-        guard let data = Data(base64Encoded: payload),
-              let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return nil }
-        return object["sub"] as? String
-    }
 }

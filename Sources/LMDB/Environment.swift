@@ -2,66 +2,6 @@ import CLMDB
 import Foundation
 import Synchronization
 
-/// How much a commit promises about surviving a power loss or OS crash. A process crash never
-/// loses a committed transaction in any mode (dirty pages stay in the kernel's page cache).
-public enum Durability: Sendable, Equatable {
-    /// Every commit is flushed (data and meta page). Nothing committed is ever lost. Default.
-    case full
-    /// `MDB_NOMETASYNC`: data pages are flushed, the meta page lazily. An OS crash or power
-    /// loss may undo the **last** committed transaction; the database stays consistent.
-    case noMetaSync
-    /// `MDB_NOSYNC`: nothing is flushed at commit. An OS crash or power loss may lose recent
-    /// transactions and, on file systems that reorder writes, corrupt the database.
-    case noSync
-}
-
-/// Options for ``Environment/init(path:options:)``.
-public struct EnvironmentOptions: Sendable {
-    /// Initial map size in bytes; the map doubles automatically when full.
-    public var mapSize: Int = 64 << 20
-    /// Named databases the environment may hold.
-    public var maxDatabases: Int = 16
-    /// Reader-table slots (concurrent read transactions across processes). The lock file is
-    /// sparse, so a generous number costs nothing.
-    public var maxReaders: Int = 512
-    /// Commit durability; see ``Durability``.
-    public var durability: Durability = .full
-    /// Create the directory if it is missing. Tools that only inspect a store set this to false,
-    /// so a mistyped path is an error rather than a new empty store.
-    public var createDirectory: Bool = true
-    /// Open read-only (`MDB_RDONLY`): no write transaction can begin.
-    public var readOnly: Bool = false
-    /// Open without the lock file (`MDB_NOLOCK`), for reading a store in a directory this user
-    /// cannot write (LMDB otherwise needs write access to `lock.mdb` even to read). Only with
-    /// `readOnly`; a writer in another process at the same time may make reads inconsistent.
-    public var noLock: Bool = false
-
-    public init() {}
-}
-
-/// A handle on a named database inside an environment (an `MDB_dbi`).
-public struct Database: Sendable, Hashable {
-    /// The LMDB handle.
-    public let dbi: MDB_dbi
-    /// The name it was opened with.
-    public let name: String
-}
-
-/// Sizes reported by ``Environment/info()``.
-public struct EnvironmentInfo: Sendable {
-    /// Current map size in bytes.
-    public let mapSize: Int
-    /// Bytes of the map in use (last used page × page size).
-    public let usedBytes: Int
-    /// The page size.
-    public let pageSize: Int
-    /// The last committed transaction id.
-    public let lastTransactionID: Int
-    /// Reader slots in use / available.
-    public let readersUsed: Int
-    public let maxReaders: Int
-}
-
 /// An open LMDB environment: a directory holding `data.mdb` and `lock.mdb`.
 ///
 /// Reads (``read(_:)``) run concurrently from any thread (`MDB_NOTLS`). Writes
@@ -89,16 +29,16 @@ public final class Environment: @unchecked Sendable {
 
     let env: OpaquePointer
     /// Serialises write transactions (LMDB allows one at a time per environment).
-    private let writer = PlainLock()
+    let writer = PlainLock()
     /// Readers hold this shared; a map resize holds it exclusively, because
     /// `mdb_env_set_mapsize` requires that no transaction is active in this process.
-    private let resizeLock = ReadWriteLock()
-    private let closed = Atomic<Bool>(false)
-    private let writerQueue = DispatchQueue(label: "vaultlog.lmdb.writer")
+    let resizeLock = ReadWriteLock()
+    let closed = Atomic<Bool>(false)
+    let writerQueue = DispatchQueue(label: "vaultlog.lmdb.writer")
     /// Writes queued by ``writeAsync(_:)`` for the next group commit.
-    private let groupedWrites = Mutex<[GroupedWrite]>([])
+    let groupedWrites = Mutex<[GroupedWrite]>([])
 
-    private static let openPaths = Mutex(Set<String>())
+    static let openPaths = Mutex(Set<String>())
 
     /// LMDB maps `data.mdb` and reads pages up to the last one its newest meta page names; a
     /// file cut shorter than that (a bad copy, a full disk) makes those reads fault (SIGBUS),
@@ -193,7 +133,7 @@ public final class Environment: @unchecked Sendable {
         self.options = options
     }
 
-    private let canonicalPath: String
+    let canonicalPath: String
 
     deinit { close() }
 
@@ -255,111 +195,7 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Runs `body` in a write transaction and commits it (durably, unless the environment's
-    /// ``Durability`` says otherwise). If `body` throws, the transaction is aborted and
-    /// nothing it wrote is kept. Write transactions are serialised.
-    ///
-    /// If the map fills up, the transaction is aborted, the map doubled and `body` run again.
-    public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
-        try writer.withLock {
-            while true {
-                do {
-                    return try resizeLock.withReadLock {
-                        var raw: OpaquePointer?
-                        try check(mdb_txn_begin(env, nil, 0, &raw), "mdb_txn_begin (write)")
-                        let txn = Transaction(raw: raw!, readOnly: false)
-                        let result: T
-                        do {
-                            result = try body(txn)
-                        } catch {
-                            mdb_txn_abort(txn.raw)
-                            throw error
-                        }
-                        try check(mdb_txn_commit(txn.raw), "mdb_txn_commit")
-                        return result
-                    }
-                } catch let error as LMDBError where error.isMapFull {
-                    try growMap()
-                } catch let error as LMDBError where error.code == MDB_MAP_RESIZED {
-                    try adoptResize()
-                }
-            }
-        }
-    }
-
-    /// Runs a write transaction on the environment's dedicated writer thread, so that a slow
-    /// synced commit does not block a Swift concurrency thread.
-    ///
-    /// Group commit: writes that arrive while a commit is in progress are run together in the
-    /// next transaction, each in a nested transaction of its own (a body that throws rolls back
-    /// only its own changes and gets its own error), and made durable by one commit. A caller
-    /// resumes only after the commit that holds its changes; a failed commit fails them all.
-    public func writeAsync<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let write = GroupedWrite { txn in
-                Result { try body(txn) }.map { $0 as any Sendable }
-            } resume: { result in
-                continuation.resume(with: result.map { $0 as! T })
-            }
-            groupedWrites.withLock { $0.append(write) }
-            writerQueue.async { self.commitGroupedWrites() }
-        }
-    }
-
-    /// One queued ``writeAsync(_:)``.
-    struct GroupedWrite: Sendable {
-        let run: @Sendable (Transaction) -> Result<any Sendable, any Error>
-        let resume: @Sendable (Result<any Sendable, any Error>) -> Void
-    }
-
-    /// Runs every queued write in one transaction (on the writer queue).
-    private func commitGroupedWrites() {
-        let writes = groupedWrites.withLock { queued -> [GroupedWrite] in
-            defer { queued.removeAll() }
-            return queued
-        }
-        guard !writes.isEmpty else { return }
-        do {
-            let outcomes = try write { parent -> [Result<any Sendable, any Error>] in
-                try writes.map { write in
-                    var raw: OpaquePointer?
-                    try check(mdb_txn_begin(env, parent.raw, 0, &raw), "mdb_txn_begin (nested write)")
-                    let child = Transaction(raw: raw!, readOnly: false)
-                    let outcome = write.run(child)
-                    switch outcome {
-                    case .success: try check(mdb_txn_commit(child.raw), "mdb_txn_commit (nested write)")
-                    case .failure(let error as LMDBError) where error.isMapFull:
-                        mdb_txn_abort(child.raw)
-                        throw error   // the whole group is retried after the map grows
-                    case .failure: mdb_txn_abort(child.raw)
-                    }
-                    return outcome
-                }
-            }
-            for (write, outcome) in zip(writes, outcomes) { write.resume(outcome) }
-        } catch {
-            for write in writes { write.resume(.failure(error)) }
-        }
-    }
-
-    /// `MDB_MAP_RESIZED` at begin means another process grew the map: adopt its size. Needs
-    /// no transaction active in this process, hence the exclusive resize lock.
-    private func adoptResize() throws {
-        try resizeLock.withWriteLock {
-            try check(mdb_env_set_mapsize(env, 0), "mdb_env_set_mapsize (adopt)")
-        }
-    }
-
-    /// Doubles the map. Called with the writer lock held and no write transaction active;
-    /// waits for readers to finish (exclusive resize lock).
-    private func growMap() throws {
-        try resizeLock.withWriteLock {
-            var info = MDB_envinfo()
-            try check(mdb_env_info(env, &info), "mdb_env_info")
-            let newSize = info.me_mapsize * 2
-            try check(mdb_env_set_mapsize(env, newSize), "mdb_env_set_mapsize \(newSize)")
-        }
-    }
+    // MARK: Information
 
     /// Map size, bytes in use and reader slots.
     public func info() throws -> EnvironmentInfo {
@@ -383,157 +219,10 @@ public final class Environment: @unchecked Sendable {
         return o1 || o2 ? .max : product
     }
 
-    /// Flushes to disk; useful after writes in ``Durability/noSync`` mode.
-    public func sync() throws {
-        try check(mdb_env_sync(env, 1), "mdb_env_sync")
-    }
-
-    /// Copies the environment to `directory` (a consistent snapshot, `mdb_env_copy2`).
-    public func copy(to directory: String, compact: Bool = false) throws {
-        try check(mdb_env_copy2(env, directory, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copy2 \(directory)")
-    }
-
-    /// The sizes of `data.mdb` around ``compactFile(at:)``.
-    public struct Compaction: Sendable, Equatable {
-        public let bytesBefore: Int
-        public let bytesAfter: Int
-    }
-
-    /// Rewrites the closed environment at `path` without its free pages: LMDB's compacting copy
-    /// into a directory beside the file, flushed, then renamed over `data.mdb` (an atomic
-    /// replace) and the directory flushed. Freed pages keep the bytes of deleted records until
-    /// LMDB reuses them; after this they are gone from the file.
-    ///
-    /// A kill at any point leaves either the old file or the new one, both complete (a
-    /// left-over copy directory is removed by the next call). The environment must be closed
-    /// in every process: one open in this process, or whose lock another process holds, is
-    /// refused (`EBUSY`) before anything is written. A process that opens it during the call is
-    /// not detected, so call it where nothing else can open the store (an app at logout).
-    @discardableResult
-    public static func compactFile(at path: String) throws -> Compaction {
-        let data = (path as NSString).appendingPathComponent("data.mdb")
-        let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
-        guard !openPaths.withLock({ $0.contains(canonical) }) else {
-            throw LMDBError(code: EBUSY, operation: "compact store \(path) (open in this process; close it first)")
-        }
-        if try isLockedByAnotherProcess(path) {
-            throw LMDBError(code: EBUSY, operation: "compact store \(path) (another process has it open; close it there first)")
-        }
-        let before = fileSize(data)
-        let work = (path as NSString).appendingPathComponent(compactDirectoryPrefix + "\(getpid())")
-        let fm = FileManager.default
-        for name in (try? fm.contentsOfDirectory(atPath: path)) ?? [] where name.hasPrefix(compactDirectoryPrefix) {
-            try? fm.removeItem(atPath: (path as NSString).appendingPathComponent(name))
-        }
-        do {
-            try fm.createDirectory(atPath: work, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw LMDBError(code: EACCES, operation: "compact store \(path) (cannot create \(work))")
-        }
-        defer { try? fm.removeItem(atPath: work) }
-        var options = EnvironmentOptions()
-        options.createDirectory = false
-        options.readOnly = true
-        let source = try Environment(path: path, options: options)
-        do {
-            try source.copy(to: work, compact: true)
-        } catch {
-            source.close()
-            throw error
-        }
-        source.close()
-        let copy = (work as NSString).appendingPathComponent("data.mdb")
-        try flush(copy)
-        guard rename(copy, data) == 0 else {
-            throw LMDBError(code: errno, operation: "compact store \(path) (rename the compacted copy over data.mdb)")
-        }
-        try flush(path)
-        return Compaction(bytesBefore: before, bytesAfter: fileSize(data))
-    }
-
-    /// The directory name prefix of a compaction in progress.
-    static let compactDirectoryPrefix = ".compacting-"
-
-    /// Whether another process holds LMDB's lock on `lock.mdb` (every process with the
-    /// environment open holds a shared lock on its first byte).
-    static func isLockedByAnotherProcess(_ path: String) throws -> Bool {
-        let lockFile = (path as NSString).appendingPathComponent("lock.mdb")
-        let fd = open(lockFile, O_RDWR)
-        guard fd >= 0 else { return false }
-        defer { closeFile(fd) }
-        var probe = flock()
-        probe.l_type = Int16(F_WRLCK)
-        probe.l_whence = Int16(SEEK_SET)
-        probe.l_start = 0
-        probe.l_len = 1
-        guard fcntl(fd, F_GETLK, &probe) == 0 else {
-            throw LMDBError(code: errno, operation: "compact store \(path) (check lock.mdb)")
-        }
-        return probe.l_type != Int16(F_UNLCK)
-    }
-
-    private static func flush(_ path: String) throws {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw LMDBError(code: errno, operation: "open \(path) to flush it") }
-        defer { closeFile(fd) }
-        guard fsync(fd) == 0 else { throw LMDBError(code: errno, operation: "fsync \(path)") }
-    }
-
-    private static func fileSize(_ path: String) -> Int {
-        ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
-    }
 }
 
 #if canImport(Glibc)
-private func closeFile(_ fd: Int32) { _ = Glibc.close(fd) }
+func closeFile(_ fd: Int32) { _ = Glibc.close(fd) }
 #elseif canImport(Darwin)
-private func closeFile(_ fd: Int32) { _ = Darwin.close(fd) }
+func closeFile(_ fd: Int32) { _ = Darwin.close(fd) }
 #endif
-
-/// A small pthread read-write lock.
-final class ReadWriteLock: @unchecked Sendable {
-    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
-
-    init() {
-        lock = .allocate(capacity: 1)
-        pthread_rwlock_init(lock, nil)
-    }
-
-    deinit {
-        pthread_rwlock_destroy(lock)
-        lock.deallocate()
-    }
-
-    func withReadLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_rwlock_rdlock(lock)
-        defer { pthread_rwlock_unlock(lock) }
-        return try body()
-    }
-
-    func withWriteLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_rwlock_wrlock(lock)
-        defer { pthread_rwlock_unlock(lock) }
-        return try body()
-    }
-}
-
-/// A pthread mutex (unlike `Mutex`, its closure may return non-Sendable values).
-final class PlainLock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    init() {
-        mutex = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-}

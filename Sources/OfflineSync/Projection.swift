@@ -24,7 +24,12 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
         case (.softDelete, .created), (.softDelete, .updated), (.softDelete, .softDeleted): return .pending(.softDelete)
         // A permanent delete wins over everything before it, and nothing edits a deleted item.
         case (_, .hardDeleted), (.hardDelete, _): return .pending(.hardDelete)
-        default: return existing.map { .pending($0) } ?? .discard
+        // Outcomes and user-level events do not change the pending type. Listed one by one: a new
+        // event type must be placed in this table before the package compiles.
+        case (_, .pushed), (_, .idMapped), (_, .backupCreated), (_, .serverCopyKept), (_, .recreated), (_, .deleteApplied),
+             (_, .deleteDropped), (_, .cleanedUp), (_, .resolutionFailed), (_, .resolved), (_, .clearedAfterOnlineSuccess),
+             (_, .retryRequested), (_, .createPlanned), (_, .syncAborted), (_, .syncApplied):
+            return existing.map { .pending($0) } ?? .discard
         }
     }
 

@@ -49,8 +49,32 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// A full sync replaced the local store (user-level).
     case syncApplied = 201
 
+    /// What an event type records.
+    public enum Kind: Sendable, Equatable {
+        /// A user's offline operation on one item (appended by the repository).
+        case operation
+        /// What happened to one item's pending change (appended by the resolver, the repository).
+        case outcome
+        /// Something about the whole vault of a user (sync), with an empty cipher id.
+        case userLevel
+    }
+
+    /// The kind of this event type. Exhaustive on purpose: a new event type does not compile
+    /// until it is given a kind.
+    public var kind: Kind {
+        switch self {
+        case .created, .updated, .softDeleted, .hardDeleted:
+            .operation
+        case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
+             .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned:
+            .outcome
+        case .syncAborted, .syncApplied:
+            .userLevel
+        }
+    }
+
     /// True for the four offline operations.
-    public var isOperation: Bool { rawValue < 100 }
+    public var isOperation: Bool { kind == .operation }
 
     public var description: String {
         switch self {

@@ -121,7 +121,9 @@ public enum DemoStory {
                 case .deleteDropped: text = "the delete was dropped: the server copy had changed"
                 case .cleanedUp: text = "already gone on the server; cleaned up"
                 case .resolutionFailed: text = "attempt \(body.attempt ?? 0) failed: \(body.reason ?? "")"
-                default: text = nil
+                case .created, .updated, .softDeleted, .hardDeleted, .resolved, .clearedAfterOnlineSuccess, .retryRequested,
+                     .createPlanned, .syncAborted, .syncApplied:
+                    text = nil
                 }
                 if let text { lines.append("    seq \(event.sequence): \(text)") }
             }

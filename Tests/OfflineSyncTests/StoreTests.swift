@@ -355,3 +355,20 @@ struct XorShift {
                 "the fold's fast path leaves a newer body to the full decode, which refuses it")
     }
 }
+
+/// The unsealed pending checkpoint's bytes are a stored format: its type codes are fixed.
+@Suite struct PendingCheckpointFormatTests {
+    @Test func typeCodesAreFixed_andUnknownCodesAreNotGuessed() throws {
+        var projection = HeaderProjection()
+        projection.lastSequence = 0x0102
+        projection.pending = ["a": .create, "b": .update, "c": .softDelete, "d": .hardDelete]
+        projection.uncertainCreates = ["a"]
+        let bytes = PendingCheckpoint.encode(projection)
+        #expect(bytes == [1, 0, 0, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 4,
+                          1, 0x61, 0x80, 1, 0x62, 1, 1, 0x63, 2, 1, 0x64, 3])
+        #expect(PendingCheckpoint.decode(bytes) == projection)
+        var unknown = bytes
+        unknown[unknown.count - 1] = 4
+        #expect(PendingCheckpoint.decode(unknown) == nil)
+    }
+}

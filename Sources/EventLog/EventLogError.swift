@@ -1,0 +1,43 @@
+import Crypto
+import Foundation
+import LMDB
+import Synchronization
+import Logging
+import VaultCrypto
+
+/// Why a store cannot be opened or used.
+public enum EventLogError: Error, Sendable, CustomStringConvertible {
+    /// The store was written by a newer VaultLog.
+    case newerStoreFormat(found: Int, supported: Int)
+    /// The store's format marker is unreadable.
+    case corruptMetadata(String)
+    /// A checkpoint failed authentication or is malformed.
+    case checkpoint(String)
+    /// A head record (a user's last sequence and chain value) failed authentication or is malformed.
+    case headRecord(String)
+    /// The underlying LMDB error, with the store path.
+    case storage(path: String, LMDBError)
+    /// No sequence is left after `last` (the log holds an event at sequence 2^64 − 1, which
+    /// only an imported or crafted file can do): nothing more can be appended.
+    case sequenceSpaceExhausted(last: UInt64)
+
+    public var description: String {
+        switch self {
+        case .newerStoreFormat(let found, let supported):
+            return "store format v\(found) is newer than this build supports (v\(supported)); upgrade VaultLog to read it (nothing was changed)"
+        case .corruptMetadata(let what):
+            return "store metadata is corrupt (\(what)); run 'vaultlog verify' for a full report"
+        case .checkpoint(let what):
+            return "checkpoint: \(what)"
+        case .headRecord(let what):
+            return what
+        case .sequenceSpaceExhausted(let last):
+            return "the log's last sequence is \(last), the largest there is: no event can be appended after it (nothing was written); export the events you need and start a new store"
+        case .storage(let path, let error):
+            if error.isInvalidFile {
+                return "\(path): not a VaultLog store (\(error.message)); check the path, or restore the directory from a backup"
+            }
+            return "\(path): \(error)"
+        }
+    }
+}

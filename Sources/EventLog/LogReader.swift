@@ -1,0 +1,205 @@
+import Crypto
+import Foundation
+import LMDB
+import Synchronization
+import Logging
+import VaultCrypto
+
+/// A read view of the log within one transaction.
+public struct LogReader {
+    /// The underlying LMDB transaction, for the domain's own databases.
+    public let transaction: Transaction
+    let store: EventLogStore
+
+    /// The last sequence (0 when empty).
+    public func lastSequence() throws -> UInt64 {
+        try transaction.withCursor(store.events) { cursor in
+            guard let last = try cursor.last() else { return 0 }
+            guard last.key.count == 8 else {
+                throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(last.key.count) bytes")
+            }
+            return readBE(last.key, at: 0, as: UInt64.self)
+        }
+    }
+
+    /// The sequence an `events` key names.
+    static func sequence(ofKey key: UnsafeRawBufferPointer) throws -> UInt64 {
+        guard key.count == 8 else { throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(key.count) bytes") }
+        return readBE(key, at: 0, as: UInt64.self)
+    }
+
+    /// Every read checks that an envelope is the event its key names: the MAC binds the header's
+    /// sequence, so a valid envelope copied under another key is not that event (and reading it
+    /// as one would make a scan go back to an earlier sequence, forever).
+    static func checkKey(_ sequence: UInt64, _ header: EventHeader) throws {
+        guard header.sequence == sequence else { throw EnvelopeError.keyMismatch(key: sequence, headerSequence: header.sequence) }
+    }
+
+    /// An event reached through a user's index entry must be that user's, under its own key.
+    static func checkIndexed(_ header: EventHeader, sequence: UInt64, userId: String) throws {
+        try checkKey(sequence, header)
+        guard header.userId == userId else {
+            throw EnvelopeError.malformed(sequence: sequence, reason: "the index lists it under user \(userId) but its header names user \(header.userId)")
+        }
+    }
+
+    /// The envelope at `sequence`, or nil.
+    public func envelope(at sequence: UInt64) throws -> Envelope? {
+        guard let bytes = try transaction.get(store.events, key: sequenceKey(sequence)) else { return nil }
+        let envelope = try Envelope(bytes: bytes)
+        try Self.checkKey(sequence, envelope.header)
+        return envelope
+    }
+
+    /// Visits envelopes in `from...to` in order while `body` returns true.
+    public func forEachEnvelope(from: UInt64, to: UInt64, _ body: (Envelope) throws -> Bool) throws {
+        try transaction.scan(store.events, from: sequenceKey(from)) { key, value in
+            let sequence = try Self.sequence(ofKey: key)
+            guard sequence <= to else { return false }
+            let envelope = try Envelope(bytes: Array(value))
+            try Self.checkKey(sequence, envelope.header)
+            return try body(envelope)
+        }
+    }
+
+    /// Visits headers in `from...to` without decoding bodies (works while locked).
+    public func forEachHeader(from: UInt64 = 1, to: UInt64 = .max, _ body: (EventHeader) throws -> Bool) throws {
+        try transaction.scan(store.events, from: sequenceKey(from)) { key, value in
+            let sequence = try Self.sequence(ofKey: key)
+            guard sequence <= to else { return false }
+            let header = try Envelope.parseHeader(raw: value).header
+            try Self.checkKey(sequence, header)
+            return try body(header)
+        }
+    }
+
+    /// Sequences of a user's events (or of one cipher's), in order, after `after`.
+    public func sequences(userId: String, cipherId: String?, after: UInt64 = 0) throws -> [UInt64] {
+        guard after < .max else { return [] }
+        let prefix = cipherId.map { IndexKey.cipherPrefix(userId, $0) } ?? IndexKey.userPrefix(userId)
+        var out: [UInt64] = []
+        try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
+            guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+            out.append(readBE(key, at: prefix.count, as: UInt64.self))
+            return true
+        }
+        return out
+    }
+
+    /// The sequence of the user's last event (from the index), or nil.
+    public func lastSequence(userId: String) throws -> UInt64? {
+        let prefix = IndexKey.userPrefix(userId)
+        var found: UInt64?
+        try transaction.scan(store.index, from: prefix + [UInt8](repeating: 0xFF, count: 8), reverse: true) { key, _ in
+            if key.count == prefix.count + 8, key.starts(with: prefix) { found = readBE(key, at: prefix.count, as: UInt64.self) }
+            return false
+        }
+        return found
+    }
+
+    /// Every stored head record, by user id, as stored (sealed; for `vaultlog export`).
+    public func sealedHeads() throws -> [String: [UInt8]] {
+        guard let db = store.heads else { return [:] }
+        var out: [String: [UInt8]] = [:]
+        try transaction.scan(db) { _, value in
+            let bytes = Array(value)
+            if let head = HeadRecord(bytes: bytes) { out[head.userId] = bytes }
+            return true
+        }
+        return out
+    }
+
+    /// Whether the index lists an event of `userId` at `sequence`.
+    public func hasEvent(userId: String, at sequence: UInt64) throws -> Bool {
+        try transaction.get(store.index, key: IndexKey.user(userId, sequence)) != nil
+    }
+
+    /// Visits the headers of a user's events after `after`, in order, through the index and
+    /// without copying bodies (no key needed). Stops when `body` returns false.
+    public func forEachHeader(userId: String, after: UInt64 = 0, _ body: (EventHeader) throws -> Bool) throws {
+        guard after < .max else { return }
+        let prefix = IndexKey.userPrefix(userId)
+        try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
+            guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+            guard let value = try transaction.getRaw(store.events, key: UnsafeRawBufferPointer(rebasing: key[prefix.count...])) else {
+                return true
+            }
+            let header = try Envelope.parseHeader(raw: value).header
+            try Self.checkIndexed(header, sequence: readBE(key, at: prefix.count, as: UInt64.self), userId: userId)
+            return try body(header)
+        }
+    }
+
+    /// Up to `limit` of a user's envelopes after `after`, in order (a bounded batch for folds
+    /// over long logs; call again after the last one's sequence).
+    public func envelopes(userId: String, after: UInt64, limit: Int) throws -> [Envelope] {
+        guard after < .max else { return [] }
+        let prefix = IndexKey.userPrefix(userId)
+        var out: [Envelope] = []
+        out.reserveCapacity(Swift.min(limit, 4096))
+        try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
+            guard out.count < limit, key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+            if let value = try transaction.getRaw(store.events, key: UnsafeRawBufferPointer(rebasing: key[prefix.count...])) {
+                let envelope = try Envelope(bytes: Array(value))
+                try Self.checkIndexed(envelope.header, sequence: readBE(key, at: prefix.count, as: UInt64.self), userId: userId)
+                out.append(envelope)
+            }
+            return true
+        }
+        return out
+    }
+
+    /// The user ids that have events (from the index, no key needed).
+    public func userIds() throws -> [String] {
+        var users: [String] = []
+        var cursorKey: [UInt8] = [IndexKey.userTag]
+        while true {
+            var found: String?
+            try transaction.scan(store.index, from: cursorKey) { key, _ in
+                guard key.first == IndexKey.userTag, key.count > 2 else { return false }
+                let length = Int(key[1])
+                guard key.count >= 2 + length else { return false }
+                found = String(decoding: key[2..<2 + length], as: UTF8.self)
+                return false
+            }
+            guard let user = found else { return users }
+            users.append(user)
+            // Skip past every key of this user: prefix followed by 0xFF…
+            cursorKey = IndexKey.userPrefix(user) + [UInt8](repeating: 0xFF, count: 9)
+        }
+    }
+
+    /// See ``EventLogStore/latestCheckpoint(userId:atOrBefore:key:)``.
+    public func latestCheckpoint(userId: String, atOrBefore sequence: UInt64, key: SealingKey) throws -> (sequence: UInt64, payload: [UInt8])? {
+        let prefix = IndexKey.checkpointPrefix(userId)
+        var found: (UInt64, [UInt8])?
+        try transaction.scan(store.checkpoints, from: IndexKey.checkpoint(userId, sequence), reverse: true) { k, v in
+            guard k.count == prefix.count + 8, k.starts(with: prefix) else { return false }
+            found = (readBE(k, at: prefix.count, as: UInt64.self), Array(v))
+            return false
+        }
+        guard let (checkpointSequence, sealed) = found else { return nil }
+        let headerLength = Checkpoint.header(userId: userId, sequence: checkpointSequence).count
+        guard sealed.count >= headerLength + 64, sealed[0..<headerLength].elementsEqual(Checkpoint.header(userId: userId, sequence: checkpointSequence)) else {
+            throw EventLogError.checkpoint("checkpoint of \(userId) at \(checkpointSequence) is malformed")
+        }
+        do {
+            let payload = try Envelope.openBody(sealed, headerLength: headerLength, key: key.checkpoints, sequence: checkpointSequence)
+            return (checkpointSequence, payload)
+        } catch {
+            throw EventLogError.checkpoint("checkpoint of \(userId) at \(checkpointSequence) failed authentication (wrong key or tampered file)")
+        }
+    }
+
+    /// Sequences of all checkpoints of a user.
+    public func checkpointSequences(userId: String) throws -> [UInt64] {
+        let prefix = IndexKey.checkpointPrefix(userId)
+        var out: [UInt64] = []
+        try transaction.scan(store.checkpoints, from: prefix) { k, _ in
+            guard k.count == prefix.count + 8, k.starts(with: prefix) else { return false }
+            out.append(readBE(k, at: prefix.count, as: UInt64.self))
+            return true
+        }
+        return out
+    }
+}

@@ -1,0 +1,63 @@
+import CLMDB
+import Foundation
+import Synchronization
+
+/// How much a commit promises about surviving a power loss or OS crash. A process crash never
+/// loses a committed transaction in any mode (dirty pages stay in the kernel's page cache).
+public enum Durability: Sendable, Equatable {
+    /// Every commit is flushed (data and meta page). Nothing committed is ever lost. Default.
+    case full
+    /// `MDB_NOMETASYNC`: data pages are flushed, the meta page lazily. An OS crash or power
+    /// loss may undo the **last** committed transaction; the database stays consistent.
+    case noMetaSync
+    /// `MDB_NOSYNC`: nothing is flushed at commit. An OS crash or power loss may lose recent
+    /// transactions and, on file systems that reorder writes, corrupt the database.
+    case noSync
+}
+
+/// Options for ``Environment/init(path:options:)``.
+public struct EnvironmentOptions: Sendable {
+    /// Initial map size in bytes; the map doubles automatically when full.
+    public var mapSize: Int = 64 << 20
+    /// Named databases the environment may hold.
+    public var maxDatabases: Int = 16
+    /// Reader-table slots (concurrent read transactions across processes). The lock file is
+    /// sparse, so a generous number costs nothing.
+    public var maxReaders: Int = 512
+    /// Commit durability; see ``Durability``.
+    public var durability: Durability = .full
+    /// Create the directory if it is missing. Tools that only inspect a store set this to false,
+    /// so a mistyped path is an error rather than a new empty store.
+    public var createDirectory: Bool = true
+    /// Open read-only (`MDB_RDONLY`): no write transaction can begin.
+    public var readOnly: Bool = false
+    /// Open without the lock file (`MDB_NOLOCK`), for reading a store in a directory this user
+    /// cannot write (LMDB otherwise needs write access to `lock.mdb` even to read). Only with
+    /// `readOnly`; a writer in another process at the same time may make reads inconsistent.
+    public var noLock: Bool = false
+
+    public init() {}
+}
+
+/// A handle on a named database inside an environment (an `MDB_dbi`).
+public struct Database: Sendable, Hashable {
+    /// The LMDB handle.
+    public let dbi: MDB_dbi
+    /// The name it was opened with.
+    public let name: String
+}
+
+/// Sizes reported by ``Environment/info()``.
+public struct EnvironmentInfo: Sendable {
+    /// Current map size in bytes.
+    public let mapSize: Int
+    /// Bytes of the map in use (last used page × page size).
+    public let usedBytes: Int
+    /// The page size.
+    public let pageSize: Int
+    /// The last committed transaction id.
+    public let lastTransactionID: Int
+    /// Reader slots in use / available.
+    public let readersUsed: Int
+    public let maxReaders: Int
+}

@@ -1,0 +1,166 @@
+import Foundation
+import Logging
+import VaultCrypto
+import VaultModel
+
+extension OfflineSyncResolver {
+    // MARK: Backups and idempotent creates
+
+    /// Makes sure a backup of `source` exists on the server: skipped when one of the same
+    /// version was recorded, adopted when an earlier uncertain POST did reach the server.
+    func ensureBackup(_ item: inout Item, of source: Cipher, side: ConflictSide, timestamp: BitwardenDate,
+                              sourceRevision: BitwardenDate?, sourceSequence: UInt64?, reason: String,
+                              run: RunContext) async throws -> Cipher {
+        let sameVersion = { (o: OutcomeBody) in o.backupOf == side && o.sourceRevisionDate == sourceRevision && o.sourceSequence == sourceSequence }
+        if let done = item.steps.last(where: { $0.type == .backupCreated && $0.outcome.purpose == .backup && sameVersion($0.outcome) }),
+           let copy = done.outcome.cipher {
+            return copy
+        }
+        let view = try source.decrypt(userKey: run.userKey)
+        if side == .local, let earlier = try await adoptEarlierLocalBackup(&item, holding: view, run: run) { return earlier }
+        var backup = view.withNewCipherKey(random: store.dependencies.random)
+        backup.id = nil
+        backup.name = BackupName.conflict(view.name, at: timestamp)
+        backup.attachments = nil
+        backup.revisionDate = nil
+        backup.creationDate = nil
+        let created = try await createOnce(&item, purpose: .backup, payload: try backup.encrypt(userKey: run.userKey, random: store.dependencies.random),
+                                           side: side, sourceRevision: sourceRevision, sourceSequence: sourceSequence, run: run)
+        var stored = created
+        stored.extra = [:]
+        try await record(&item, .backupCreated, OutcomeBody(
+            at: now, backupId: created.id, backupOf: side, marker: created.name?.serialized, reason: reason,
+            cipher: stored, purpose: .backup, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
+        item.report.backupIds.append(created.id ?? "")
+        return created
+    }
+
+    /// Copies planned for an earlier version whose POST may have reached the server (the
+    /// answer was lost, then the user saved again, e.g. a trash move): each one found on the
+    /// server is recorded as made, so the same content is never posted twice. Returns them.
+    func adoptEarlierPlans(_ item: inout Item, where wanted: (OutcomeBody) -> Bool, run: RunContext) async throws -> [Cipher] {
+        let confirmed = Set(item.steps.filter { $0.type == .backupCreated }.compactMap(\.outcome.marker))
+        let open = item.steps.filter { $0.type == .createPlanned && wanted($0.outcome) && !confirmed.contains($0.outcome.marker ?? "") }
+        var adopted: [Cipher] = []
+        for plan in open {
+            guard let marker = plan.outcome.marker.flatMap({ try? EncString($0) }),
+                  let found = try await run.index.find([marker]) else { continue }
+            var stored = found
+            stored.extra = [:]
+            try await record(&item, .backupCreated, OutcomeBody(
+                at: now, backupId: found.id, backupOf: plan.outcome.backupOf, marker: plan.outcome.marker,
+                reason: "a copy whose answer was lost, found on the server", cipher: stored, purpose: plan.outcome.purpose,
+                sourceRevisionDate: plan.outcome.sourceRevisionDate, sourceSequence: plan.outcome.sourceSequence), run: run)
+            item.report.backupIds.append(found.id ?? "")
+            adopted.append(found)
+        }
+        return adopted
+    }
+
+    /// An earlier local backup found on the server that holds the same content as `view`.
+    func adoptEarlierLocalBackup(_ item: inout Item, holding view: CipherView, run: RunContext) async throws -> Cipher? {
+        let adopted = try await adoptEarlierPlans(&item, where: { $0.purpose == .backup && $0.backupOf == .local }, run: run)
+        return try adopted.first { Self.sameContent(try $0.decrypt(userKey: run.userKey), view) }
+    }
+
+    /// Whether two versions hold the same things a user typed (names and dates aside).
+    static func sameContent(_ a: CipherView, _ b: CipherView) -> Bool {
+        a.type == b.type && a.notes == b.notes && a.folderId == b.folderId
+            && a.login?.username == b.login?.username && a.login?.password == b.login?.password
+            && (a.passwordHistory ?? []).compactMap(\.password) == (b.passwordHistory ?? []).compactMap(\.password)
+            && (a.fields ?? []).map { [$0.name, $0.value] } == (b.fields ?? []).map { [$0.name, $0.value] }
+    }
+
+    /// POSTs `payload` at most once per plan: announces it with `createPlanned` (its encrypted
+    /// name is the marker), and adopts the server's copy when an earlier plan for the same
+    /// purpose and source already reached the server.
+    func createOnce(_ item: inout Item, purpose: CreatePurpose, payload: Cipher, side: ConflictSide? = nil,
+                            sourceRevision: BitwardenDate? = nil, sourceSequence: UInt64? = nil,
+                            run: RunContext) async throws -> Cipher {
+        let plans = item.steps.filter {
+            $0.type == .createPlanned && $0.outcome.purpose == purpose && $0.outcome.backupOf == side
+                && $0.outcome.sourceRevisionDate == sourceRevision && $0.outcome.sourceSequence == sourceSequence
+        }.compactMap { $0.outcome.marker.flatMap { try? EncString($0) } }
+        if !plans.isEmpty, let found = try await run.index.find(plans) { return found }
+        var toSend = payload
+        toSend.id = nil
+        try await record(&item, .createPlanned, OutcomeBody(
+            at: now, backupOf: side, marker: toSend.name?.serialized, reason: "about to create (\(purpose))",
+            cipher: toSend, purpose: purpose, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
+        let created = try await server.createCipher(toSend)
+        try options.afterServerEffect?(.created(cipherId: item.id, purpose: purpose, serverId: created.id ?? "?"))
+        return created
+    }
+
+    func plannedMarkers(_ item: Item, purpose: CreatePurpose) -> [EncString] {
+        item.steps.filter { $0.type == .createPlanned && $0.outcome.purpose == purpose }
+            .compactMap { $0.outcome.marker.flatMap { try? EncString($0) } }
+    }
+
+    /// "No password lost": every password typed offline (and the one the first edit replaced)
+    /// that is neither in the latest version (password or its 5-entry history) nor in a copy
+    /// kept on the server (`alsoPreservedBy`) goes into a password-overflow backup, five per
+    /// copy, newest first. Returns the copies made.
+    func preserveOverflowPasswords(_ item: inout Item, alsoPreservedBy given: [Cipher], run: RunContext) async throws -> [Cipher] {
+        guard item.change.offlinePasswordChangeCount > 0 else { return [] }
+        // Every copy already on the server for this change keeps what it holds (overflow copies
+        // made for an earlier version too, and one whose answer was lost).
+        _ = try await adoptEarlierPlans(&item, where: { $0.purpose?.isPasswordOverflow == true }, run: run)
+        let kept = given + recordedBackups(item)
+        var typed: [(password: String, lastUsed: BitwardenDate?)] = []
+        for (index, sequence) in item.change.versionSequences.enumerated() {
+            guard let version = try store.event(at: sequence, userId: run.userId)?.operation else { continue }
+            let view = try version.cipher.decrypt(userKey: run.userKey)
+            // The password the first edit replaced (the server's, at the newest history entry);
+            // older history entries were not typed here and follow Bitwarden's 5-entry rule.
+            if index == 0, version.passwordChanged, let replaced = view.passwordHistory?.first,
+               let password = replaced.password, !password.isEmpty {
+                typed.append((password, replaced.lastUsedDate))
+            }
+            if let password = view.login?.password, !password.isEmpty { typed.append((password, version.at)) }
+        }
+        var preserved = Set<String>()
+        for cipher in [item.latest] + kept {
+            let view = try cipher.decrypt(userKey: run.userKey)
+            if let password = view.login?.password { preserved.insert(password) }
+            for entry in view.passwordHistory ?? [] { if let password = entry.password { preserved.insert(password) } }
+        }
+        var overflow: [PasswordHistoryView] = []
+        var seen = preserved
+        for entry in typed.reversed() where seen.insert(entry.password).inserted {
+            overflow.append(PasswordHistoryView(password: entry.password, lastUsedDate: entry.lastUsed))
+        }
+        guard !overflow.isEmpty else { return [] }
+        let latestView = try item.latest.decrypt(userKey: run.userKey)
+        let size = CipherView.maxPasswordHistoryEntries
+        let parts = stride(from: 0, to: overflow.count, by: size).map { Array(overflow[$0..<min($0 + size, overflow.count)]) }
+        var copies: [Cipher] = []
+        // Copies already on the server hold their passwords (they are in `kept`), so these
+        // parts are only what is still missing: numbered after the copies recorded so far, so a
+        // new part never takes an earlier part's plan for its own.
+        let earlier = Set(item.steps.filter { $0.type == .backupCreated && $0.outcome.purpose?.isPasswordOverflow == true }
+            .compactMap(\.outcome.marker)).count
+        for (number, entries) in parts.enumerated() {
+            let part = earlier + number + 1
+            let purpose = CreatePurpose.passwordOverflow(part: part)
+            var copy = latestView.withNewCipherKey(random: store.dependencies.random)
+            copy.id = nil
+            copy.name = BackupName.passwordOverflow(latestView.name, at: item.change.updatedAt, part: part, of: earlier + parts.count)
+            copy.attachments = nil
+            copy.revisionDate = nil
+            copy.creationDate = nil
+            copy.passwordHistory = entries
+            let created = try await createOnce(&item, purpose: purpose, payload: try copy.encrypt(userKey: run.userKey, random: store.dependencies.random),
+                                               sourceSequence: item.latestSequence, run: run)
+            var stored = created
+            stored.extra = [:]
+            try await record(&item, .backupCreated, OutcomeBody(
+                at: now, backupId: created.id, backupOf: .local, marker: created.name?.serialized,
+                reason: "\(entries.count) offline password(s) the 5-entry history could not hold",
+                cipher: stored, purpose: purpose, sourceSequence: item.latestSequence), run: run)
+            item.report.backupIds.append(created.id ?? "")
+            copies.append(created)
+        }
+        return copies
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Logging
+import VaultCrypto
+import VaultModel
+
+extension OfflineSyncResolver {
+    // MARK: Update
+
+    struct StaleRetriesExhausted: Error, CustomStringConvertible {
+        let cipherId: String
+        let attempts: Int
+        var description: String {
+            "item \(cipherId) kept changing on the server (\(attempts) 'out of date' answers in a row); it stays pending and is retried on the next sync"
+        }
+    }
+
+    func resolveUpdate(_ item: inout Item, serverId: String, base: BitwardenDate?, createChain: Bool = false,
+                               run: RunContext) async throws -> ItemReport.Outcome {
+        let ownNames = try ownNames(item, run: run)
+        var staleAnswers = 0
+        while true {
+            let serverCopy: Cipher
+            do {
+                serverCopy = try await server.getCipher(id: serverId)
+            } catch where error.serverErrorKind == .notFound {
+                return try await recreate(&item, run: run)
+            }
+            let decision = UpdateDecision.decide(
+                latest: item.latest, base: base, localUpdatedAt: item.change.updatedAt,
+                passwordChanges: item.change.offlinePasswordChangeCount, server: serverCopy,
+                softConflictThreshold: options.softConflictPasswordChangeThreshold, ownNames: ownNames, createChain: createChain)
+            switch decision {
+            case .alreadyApplied:
+                // Our PUT was applied but its answer lost: the passwords the 5-entry history
+                // cannot hold still need their copy (the backups made before the PUT count).
+                _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: recordedBackups(item), run: run)
+                try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate,
+                                                               reason: "the server already holds the latest local version")),
+                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: serverCopy), run: run)
+                return .pushed
+
+            case .keepServer(let reason):
+                let backup = try await ensureBackup(&item, of: item.latest, side: .local, timestamp: item.change.updatedAt,
+                                                    sourceRevision: nil, sourceSequence: item.latestSequence, reason: reason, run: run)
+                _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [backup, serverCopy], run: run)
+                try await record(&item, [(.serverCopyKept, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate, reason: reason)),
+                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: serverCopy), run: run)
+                return .serverKept
+
+            case .pushLocal(let backupServer, let reason):
+                var preserved: [Cipher] = []
+                if backupServer, let revision = serverCopy.revisionDate {
+                    preserved.append(try await ensureBackup(&item, of: serverCopy, side: .server, timestamp: revision,
+                                                            sourceRevision: revision, sourceSequence: nil, reason: reason, run: run))
+                }
+                _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: preserved, run: run)
+                var payload = item.latest
+                payload.id = serverId
+                let updated: Cipher
+                do {
+                    updated = try await server.updateCipher(payload, lastKnownRevisionDate: serverCopy.revisionDate)
+                } catch where error.serverErrorKind == .staleRevision {
+                    // Another device wrote between our read and our write: read again, decide again.
+                    staleAnswers += 1
+                    logger.info("server copy changed during resolution; deciding again", metadata: ["cipher": "\(item.id)"])
+                    if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
+                    continue
+                }
+                try options.afterServerEffect?(.updated(cipherId: item.id))
+                try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: updated.revisionDate, reason: reason)),
+                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: updated), run: run)
+                return .pushed
+            }
+        }
+    }
+
+    /// The server lost the item (404): create the local version again, under a new id. With
+    /// `thenTrash` (a trash move that carried edits) the new copy is moved to the trash again.
+    func recreate(_ item: inout Item, thenTrash: Bool = false, run: RunContext) async throws -> ItemReport.Outcome {
+        var created: Cipher
+        if let found = try await run.index.find(plannedMarkers(item, purpose: .recreate)) {
+            created = found
+            if thenTrash, let serverId = found.id, found.name != item.latest.name {
+                // The copy an earlier attempt posted holds the version planned then; the item
+                // was edited since. Record the copy as the item, then resolve the trash move
+                // against it: the later edits are pushed before it goes to the trash.
+                item.report.serverId = serverId
+                let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: found.revisionDate, reason: "recreate")
+                try await record(&item, [(.recreated, mapped), (.idMapped, mapped)], local: [], run: run)
+                return try await resolveDelete(&item, serverId: serverId, base: found.revisionDate, createChain: true, run: run)
+            }
+        } else {
+            _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
+            var payload = item.latest
+            payload.deletedDate = nil
+            created = try await createOnce(&item, purpose: .recreate, payload: payload, run: run)
+        }
+        guard thenTrash else { return try await adoptCreated(&item, created, purpose: .recreate, run: run) }
+        guard let serverId = created.id else { throw ServerFailure(.unavailable, "the server answered a create without an id") }
+        item.report.serverId = serverId
+        if created.deletedDate == nil {
+            try await server.softDeleteCipher(id: serverId)
+            try options.afterServerEffect?(.deleted(cipherId: item.id, permanent: false))
+            created.deletedDate = now
+        }
+        let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: "recreate")
+        try await record(&item, [(.recreated, mapped), (.idMapped, mapped),
+                                 (.deleteApplied, OutcomeBody(at: now, serverId: serverId, reason: "re-created and moved to the trash again")),
+                                 (.resolved, OutcomeBody(at: now, serverId: serverId))],
+                         local: replacing(item.id, with: created), run: run)
+        return .deleted
+    }
+
+    /// The encrypted names (serialized) of every version of this change, read from the log:
+    /// each encryption is unique, so a server copy carrying one of them was written (or
+    /// trashed) by this device, never by another one.
+    func ownNames(_ item: Item, run: RunContext) throws -> Set<String> {
+        Set(try item.change.versionSequences.compactMap {
+            try store.event(at: $0, userId: run.userId)?.operation?.cipher.name?.serialized
+        })
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Logging
+import VaultCrypto
+import VaultModel
+
+/// What happened to one pending item in a run.
+public struct ItemReport: Sendable, Equatable {
+    /// How the item ended the run.
+    public enum Outcome: String, Sendable, Equatable {
+        /// The local version is on the server (update or create).
+        case pushed
+        /// Created on the server (new id in ``serverId``).
+        case created
+        /// The server had lost it; created again.
+        case recreated
+        /// The server's copy won; the local version is in a backup.
+        case serverKept
+        /// The delete was applied (or the server had already trashed it).
+        case deleted
+        /// The server copy changed; the delete was dropped and the copy restored locally.
+        case deleteDropped
+        /// The server no longer had the item; cleaned up locally.
+        case cleanedUp
+        /// The attempt failed; the item stays pending and is retried after ``nextRetryAt``.
+        case failed
+        /// Failed too often: still pending, out of automatic retries.
+        case deadLetter
+        /// Not attempted: waiting for its next retry time, or a dead letter.
+        case skipped
+    }
+
+    public var cipherId: String
+    public var changeType: PendingChangeType
+    public var outcome: Outcome
+    /// The server id after the run (creates, re-creates).
+    public var serverId: String?
+    /// Server ids of backups made in this run.
+    public var backupIds: [String] = []
+    /// The error of a failed attempt.
+    public var error: String?
+    public var nextRetryAt: BitwardenDate?
+}
+
+/// The result of ``OfflineSyncResolver/processPendingChanges(userId:)``.
+public struct ResolutionReport: Sendable, Equatable {
+    /// One entry per pending item, in the order they were first edited.
+    public var items: [ItemReport] = []
+
+    /// Items no longer pending.
+    public var resolvedCount: Int { items.filter { ![.failed, .deadLetter, .skipped].contains($0.outcome) }.count }
+    /// Items still pending after the run.
+    public var remainingCount: Int { items.count - resolvedCount }
+}

@@ -1,0 +1,59 @@
+import EventLog
+import Foundation
+import LMDB
+import Logging
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+/// Where the domain gets the current time and new ids.
+public struct VaultDependencies: Sendable {
+    /// The current time.
+    public var now: @Sendable () -> Date
+    /// A new unique id (temporary cipher ids, backup markers).
+    public var makeId: @Sendable () -> String
+    /// IVs and keys.
+    public var random: any RandomSource
+
+    public init(now: @escaping @Sendable () -> Date = { Date() },
+                makeId: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() },
+                random: any RandomSource = SystemRandomSource()) {
+        self.now = now
+        self.makeId = makeId
+        self.random = random
+    }
+
+    /// Deterministic dependencies for tests and replays: a hand-moved clock, and ids, IVs and
+    /// keys from a seeded generator (ids and randomness drawn from separate streams).
+    public static func deterministic(seed: UInt64, clock: ManualClock) -> VaultDependencies {
+        let ids = SeededRandomSource(seed: seed ^ 0x1D5)
+        return VaultDependencies(now: { clock.now }, makeId: { uuidString(ids.bytes(16)) },
+                                 random: SeededRandomSource(seed: seed))
+    }
+}
+
+/// Formats 16 bytes as a lowercase version-4 UUID string.
+func uuidString(_ raw: [UInt8]) -> String {
+    var bytes = raw
+    bytes[6] = (bytes[6] & 0x0F) | 0x40
+    bytes[8] = (bytes[8] & 0x3F) | 0x80
+    let hex = bytes.map { String(format: "%02x", $0) }.joined()
+    let h = Array(hex)
+    return "\(String(h[0..<8]))-\(String(h[8..<12]))-\(String(h[12..<16]))-\(String(h[16..<20]))-\(String(h[20..<32]))"
+}
+
+/// A clock tests and simulations move by hand.
+public final class ManualClock: Sendable {
+    private let state: Mutex<Date>
+
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_767_225_600)) { state = Mutex(start) }
+
+    /// The current time.
+    public var now: Date { state.withLock { $0 } }
+
+    /// Moves the clock forward.
+    public func advance(by seconds: TimeInterval) { state.withLock { $0 += seconds } }
+
+    /// Sets the clock.
+    public func set(_ date: Date) { state.withLock { $0 = date } }
+}

@@ -1,0 +1,86 @@
+import EventLog
+import Foundation
+import LMDB
+import Logging
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+/// What the store keeps about an account so the vault can be unlocked offline with the master
+/// password (the encrypted user key, never the password or any plaintext key).
+public struct StoredAccount: Codable, Sendable, Equatable {
+    public var userId: String
+    public var email: String
+    public var kdf: KdfConfig
+    /// The user key wrapped by the stretched master key (`Key` of the token response).
+    public var protectedUserKey: EncString
+    /// The master-password salt the server named at prelogin, when it named one; nil (absent in
+    /// records written before it existed) means the email.
+    public var salt: String?
+
+    public init(userId: String, email: String, kdf: KdfConfig, protectedUserKey: EncString, salt: String? = nil) {
+        self.userId = userId
+        self.email = email
+        self.kdf = kdf
+        self.protectedUserKey = protectedUserKey
+        self.salt = salt
+    }
+}
+
+extension VaultLogStore {
+    // MARK: Accounts
+
+    /// Remembers what unlocking `account.userId` with the master password needs (email, KDF,
+    /// protected user key: all safe at rest, as Bitwarden clients store them). Replaces an
+    /// earlier record of the same user.
+    public func saveAccount(_ account: StoredAccount) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let bytes = Array(try encoder.encode(account))
+        try log.write { txn in try txn.transaction.put(accounts, key: Array(account.userId.utf8), value: bytes) }
+    }
+
+    /// Every stored account, by user id order.
+    public func storedAccounts() throws -> [StoredAccount] {
+        try log.read { reader in
+            var out: [StoredAccount] = []
+            try reader.transaction.scan(accounts) { key, value in  // from the first key: LMDB rejects an empty seek key
+                do {
+                    out.append(try JSONDecoder().decode(StoredAccount.self, from: Data(value)))
+                } catch {
+                    throw OfflineSyncError.corruptAccount(userId: String(decoding: key, as: UTF8.self), reason: "\(error)")
+                }
+                return true
+            }
+            return out
+        }
+    }
+
+    /// Unlocks the stored account of `email` with its master password and returns its user
+    /// id. Throws ``OfflineSyncError/unknownAccount(_:)`` when no account of that email is
+    /// stored, and `VaultCryptoError.authenticationFailed` for a wrong password.
+    @discardableResult
+    public func unlock(email: String, masterPassword: String) throws -> String {
+        let normalized = email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        guard let account = try storedAccounts().first(where: { $0.email.lowercased() == normalized }) else {
+            throw OfflineSyncError.unknownAccount(email)
+        }
+        try unlock(userId: account.userId, email: account.email, masterPassword: masterPassword,
+                   kdf: account.kdf, protectedUserKey: account.protectedUserKey, salt: account.salt)
+        return account.userId
+    }
+
+    /// Whether `userId` is unlocked.
+    public func isUnlocked(userId: String) -> Bool { sessions.withLock { $0[userId] != nil } }
+
+    func keys(_ userId: String) throws -> UnlockedKeys {
+        guard let keys = sessions.withLock({ $0[userId] }) else { throw OfflineSyncError.vaultLocked(userId: userId) }
+        return keys
+    }
+
+    /// The user key of an unlocked user.
+    public func userKey(userId: String) throws -> SymmetricCryptoKey { try keys(userId).userKey }
+
+    /// The key that seals an unlocked user's events (for `EventLogStore.verify(keys:)`).
+    public func sealingKey(userId: String) throws -> SealingKey { try keys(userId).sealing }
+}

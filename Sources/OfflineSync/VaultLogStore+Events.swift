@@ -1,0 +1,109 @@
+import EventLog
+import Foundation
+import LMDB
+import Logging
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+extension VaultLogStore {
+    // MARK: Events
+
+    /// Appends one event and applies `localChanges` in the same durable write transaction:
+    /// both commit or neither does. `beforeCommit` runs inside the transaction after the
+    /// writes (tests inject failures there).
+    @discardableResult
+    public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
+                       localChanges: [LocalChange] = [],
+                       beforeCommit: ((LogTransaction) throws -> Void)? = nil) throws -> UInt64 {
+        try append(userId: userId, events: [PlannedEvent(cipherId: cipherId, type: type, body: body)],
+                   localChanges: localChanges, beforeCommit: beforeCommit).last!
+    }
+
+    /// An event to append with ``append(userId:events:localChanges:beforeCommit:)``.
+    public struct PlannedEvent: Sendable {
+        public var cipherId: String
+        public var type: VaultEventType
+        public var body: VaultEvent.Body
+
+        public init(cipherId: String, type: VaultEventType, body: VaultEvent.Body) {
+            self.cipherId = cipherId
+            self.type = type
+            self.body = body
+        }
+    }
+
+    /// Appends several events and applies `localChanges`, all in one durable transaction.
+    @discardableResult
+    public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = [],
+                       beforeCommit: ((LogTransaction) throws -> Void)? = nil) throws -> [UInt64] {
+        let (keys, newEvents) = try prepare(userId: userId, events: events)
+        let sequences = try log.write { txn -> [UInt64] in
+            for change in localChanges { try apply(change, userId: userId, in: txn.transaction) }
+            let sequences = try txn.append(newEvents, key: keys.sealing)
+            try beforeCommit?(txn)
+            return sequences
+        }
+        notifyObservers(userId: userId)
+        return sequences
+    }
+
+    /// Appends one event and applies `localChanges` in one durable transaction, from async
+    /// code: the commit and its flushes run on the log's writer thread, so no Swift
+    /// concurrency thread blocks on them. (The same name without `await` is the blocking form,
+    /// for synchronous callers; in async code the compiler picks this one.)
+    @discardableResult
+    public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
+                       localChanges: [LocalChange] = []) async throws -> UInt64 {
+        try await append(userId: userId, events: [PlannedEvent(cipherId: cipherId, type: type, body: body)],
+                         localChanges: localChanges).last!
+    }
+
+    /// Appends several events and applies `localChanges` in one durable transaction, from async
+    /// code, on the log's writer thread (see the single-event form).
+    @discardableResult
+    public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
+        let (keys, newEvents) = try prepare(userId: userId, events: events)
+        let sequences = try await log.writeAsync { txn -> [UInt64] in
+            for change in localChanges { try self.apply(change, userId: userId, in: txn.transaction) }
+            return try txn.append(newEvents, key: keys.sealing)
+        }
+        notifyObservers(userId: userId)
+        return sequences
+    }
+
+    private func prepare(userId: String, events: [PlannedEvent]) throws -> (UnlockedKeys, [NewEvent]) {
+        let keys = try keys(userId)
+        let newEvents = try events.map { event -> NewEvent in
+            let at: Date
+            switch event.body {
+            case .operation(let op): at = op.at.date
+            case .outcome(let outcome): at = outcome.at.date
+            }
+            return NewEvent(userId: userId, cipherId: event.cipherId, eventType: event.type.rawValue,
+                            recordedAtMillis: Self.millis(at), body: try VaultEvent.encode(event.body))
+        }
+        return (keys, newEvents)
+    }
+
+    /// Milliseconds since 1970 for an envelope header; a date outside Int64's range (only a
+    /// crafted clock can make one) is clamped instead of trapping.
+    static func millis(_ date: Date) -> Int64 {
+        let millis = (date.timeIntervalSince1970 * 1000).rounded()
+        guard millis.isFinite else { return millis > 0 ? .max : .min }
+        return Int64(exactly: millis) ?? (millis > 0 ? .max : .min)
+    }
+
+    /// Decoded events of a user (optionally one item), in order. Needs the key.
+    public func events(userId: String, cipherId: String? = nil, after: UInt64 = 0) throws -> [VaultEvent] {
+        let keys = try keys(userId)
+        return try log.envelopes(userId: userId, cipherId: cipherId, after: after).map { try VaultEvent(envelope: $0, key: keys.sealing) }
+    }
+
+    /// One decoded event by sequence (e.g. an intermediate version of an item).
+    public func event(at sequence: UInt64, userId: String) throws -> VaultEvent? {
+        let keys = try keys(userId)
+        guard let envelope = try log.envelope(at: sequence), envelope.header.userId == userId else { return nil }
+        return try VaultEvent(envelope: envelope, key: keys.sealing)
+    }
+}

@@ -1,0 +1,145 @@
+import EventLog
+import Foundation
+import LMDB
+import Logging
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+/// A change to the local vault cache, committed in the same transaction as its event.
+public enum LocalChange: Sendable {
+    case upsert(Cipher)
+    case delete(cipherId: String)
+}
+
+extension VaultLogStore {
+    // MARK: Local vault cache
+
+    static func cipherKey(_ userId: String, _ cipherId: String) -> [UInt8] {
+        let user = Array(userId.utf8)
+        return [UInt8(truncatingIfNeeded: user.count)] + user + Array(cipherId.utf8)
+    }
+
+    static func userPrefix(_ userId: String) -> [UInt8] {
+        let user = Array(userId.utf8)
+        return [UInt8(truncatingIfNeeded: user.count)] + user
+    }
+
+    /// The local copy of an item, or nil.
+    public func localCipher(userId: String, id: String) throws -> Cipher? {
+        try log.read { reader in try Self.localCipher(reader.transaction, ciphers, userId, id) }
+    }
+
+    static func localCipher(_ txn: Transaction, _ db: Database, _ userId: String, _ id: String) throws -> Cipher? {
+        guard let bytes = try txn.get(db, key: cipherKey(userId, id)) else { return nil }
+        do {
+            return try JSONDecoder().decode(Cipher.self, from: Data(bytes))
+        } catch {
+            throw OfflineSyncError.corruptLocalCipher(cipherId: id, reason: "\(error)")
+        }
+    }
+
+    /// All local items of a user.
+    public func localCiphers(userId: String) throws -> [Cipher] {
+        try log.read { reader in
+            let prefix = Self.userPrefix(userId)
+            var out: [Cipher] = []
+            try reader.transaction.scan(ciphers, from: prefix) { key, value in
+                guard key.starts(with: prefix) else { return false }
+                do {
+                    out.append(try JSONDecoder().decode(Cipher.self, from: Data(value)))
+                } catch {
+                    throw OfflineSyncError.corruptLocalCipher(cipherId: String(decoding: key.dropFirst(prefix.count), as: UTF8.self), reason: "\(error)")
+                }
+                return true
+            }
+            return out
+        }
+    }
+
+    func apply(_ change: LocalChange, userId: String, in txn: Transaction) throws {
+        switch change {
+        case .upsert(let cipher):
+            guard let id = cipher.id else { throw OfflineSyncError.missingCipherId }
+            try txn.put(ciphers, key: Self.cipherKey(userId, id), value: Array(try JSONEncoder().encode(cipher)))
+        case .delete(let id):
+            try txn.delete(ciphers, key: Self.cipherKey(userId, id))
+        }
+    }
+
+    /// Applies local changes without an event (the online path, where the server already has them).
+    public func applyLocal(_ changes: [LocalChange], userId: String) throws {
+        try log.write { txn in for change in changes { try apply(change, userId: userId, in: txn.transaction) } }
+    }
+
+    /// ``applyLocal(_:userId:)`` from async code, committed on the log's writer thread.
+    public func applyLocal(_ changes: [LocalChange], userId: String) async throws {
+        try await log.writeAsync { txn in for change in changes { try self.apply(change, userId: userId, in: txn.transaction) } }
+    }
+
+    /// Replaces a user's local items with a full sync's, keeping the local copy of every item
+    /// that is pending (a sync never hides a pending edit). With `ifLastSequence`, does so only
+    /// if the log's last sequence still equals it — checked in the same write transaction, so
+    /// an edit appended after the caller counted pending changes is never overwritten (SS-2).
+    /// Returns false when that check failed and nothing was changed.
+    @discardableResult
+    public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
+                               appending event: (type: VaultEventType, body: OutcomeBody)? = nil) throws -> Bool {
+        let replaced = try log.write(try replacement(userId: userId, ciphers: serverCiphers, ifLastSequence: expected, appending: event))
+        if replaced && event != nil { notifyObservers(userId: userId) }
+        return replaced
+    }
+
+    /// ``replaceCiphers(userId:ciphers:ifLastSequence:appending:)`` from async code: the
+    /// transaction commits on the log's writer thread.
+    @discardableResult
+    public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
+                               appending event: (type: VaultEventType, body: OutcomeBody)? = nil) async throws -> Bool {
+        let replaced = try await log.writeAsync(
+            try replacement(userId: userId, ciphers: serverCiphers, ifLastSequence: expected, appending: event))
+        if replaced && event != nil { notifyObservers(userId: userId) }
+        return replaced
+    }
+
+    /// The write transaction of a sync's replace, for either form.
+    private func replacement(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64?,
+                             appending event: (type: VaultEventType, body: OutcomeBody)?) throws
+        -> @Sendable (LogTransaction) throws -> Bool {
+        let keys = event == nil ? nil : try keys(userId)
+        // Unlocked: the authenticated projection, brought up to date inside the transaction.
+        let session = sessions.withLock { $0[userId] }
+        let projected = try session.map { _ in try projection(userId: userId) }
+        return { [self] txn -> Bool in
+            let reader = txn.reader
+            if let expected, try reader.lastSequence() != expected { return false }
+            let pendingIds: [String: PendingChangeType]
+            if var current = projected, let session {
+                try foldTail(into: &current, reader: reader, key: session.sealing)
+                pendingIds = Self.pendingState(of: current).pending
+            } else {
+                pendingIds = try headerProjection(reader, userId: userId, fromCheckpoint: false).projection.pending
+            }
+            let prefix = Self.userPrefix(userId)
+            var existing: [[UInt8]] = []
+            try txn.transaction.scan(ciphers, from: prefix) { key, _ in
+                guard key.starts(with: prefix) else { return false }
+                existing.append(Array(key))
+                return true
+            }
+            for key in existing {
+                let id = String(decoding: key.dropFirst(prefix.count), as: UTF8.self)
+                if pendingIds[id] == nil { try txn.transaction.delete(ciphers, key: key) }
+            }
+            for cipher in serverCiphers {
+                guard let id = cipher.id, pendingIds[id] == nil else { continue }
+                try apply(.upsert(cipher), userId: userId, in: txn.transaction)
+            }
+            if let event, let keys {
+                try txn.append(NewEvent(userId: userId, cipherId: "", eventType: event.type.rawValue,
+                                        recordedAtMillis: Self.millis(event.body.at.date),
+                                        body: VaultEvent.encode(.outcome(event.body))), key: keys.sealing)
+            }
+            return true
+        }
+    }
+}

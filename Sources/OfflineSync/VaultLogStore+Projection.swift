@@ -1,0 +1,245 @@
+import EventLog
+import Foundation
+import LMDB
+import Logging
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+extension VaultLogStore {
+    // MARK: Projection
+
+    /// The user's projection: the newest checkpoint plus the fold of the events after it
+    /// (cached in memory while unlocked). Saves a new checkpoint when the tail was long.
+    public func projection(userId: String) throws -> Projection {
+        let keys = try keys(userId)
+        var (projection, checkpointedAt) = try projections.withLock { $0[userId] } ?? {
+            let loaded = try loadCheckpoint(userId: userId, keys: keys)
+            return (loaded, loaded.lastSequence)
+        }()
+        try fold(into: &projection, userId: userId, upTo: .max, key: keys.sealing)
+        // Checkpoint once enough events were folded since the last one, so a reopen folds
+        // at most `checkpointInterval` events.
+        if projection.lastSequence - checkpointedAt >= UInt64(checkpointInterval) {
+            try saveCheckpoint(projection, keys: keys)
+            checkpointedAt = projection.lastSequence
+        }
+        projections.withLock { $0[userId] = (projection, checkpointedAt) }
+        return projection
+    }
+
+    /// The projection as of `sequence` (time travel): the newest checkpoint at or before it,
+    /// plus the events up to it.
+    public func projection(userId: String, at sequence: UInt64) throws -> Projection {
+        let keys = try keys(userId)
+        var projection = try loadCheckpoint(userId: userId, keys: keys, atOrBefore: sequence)
+        try fold(into: &projection, userId: userId, upTo: sequence, key: keys.sealing)
+        return projection
+    }
+
+    /// Events read per batch of a fold: bounds memory however long the log is.
+    static let foldBatch = 4096
+
+    /// Folds the user's events after `projection.lastSequence` up to `sequence` into it, in
+    /// batches of ``foldBatch`` read in one short transaction each; each batch is opened and
+    /// decoded on all cores, then applied in order.
+    func fold(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey) throws {
+        while true {
+            let batch = try log.read { try $0.envelopes(userId: userId, after: projection.lastSequence, limit: Self.foldBatch) }
+                .filter { $0.header.sequence <= sequence }
+            guard !batch.isEmpty else { return }
+            // One event that cannot be opened or decoded quarantines its item only.
+            apply(batch, to: &projection, key: key)
+            guard batch.count == Self.foldBatch else { return }
+        }
+    }
+
+    /// Folds the user's events after `projection.lastSequence` as `reader` sees them (inside a
+    /// write transaction: the state a decision in that transaction acts on).
+    func foldTail(into projection: inout Projection, reader: LogReader, key: SealingKey) throws {
+        while true {
+            let batch = try reader.envelopes(userId: projection.userId, after: projection.lastSequence, limit: Self.foldBatch)
+            guard !batch.isEmpty else { return }
+            apply(batch, to: &projection, key: key)
+            guard batch.count == Self.foldBatch else { return }
+        }
+    }
+
+    /// Folds opened events into `projection`; one that cannot be opened or decoded quarantines its item.
+    private func apply(_ batch: [Envelope], to projection: inout Projection, key: SealingKey) {
+        for (envelope, result) in zip(batch, Self.decodeEach(batch, key: key)) {
+            switch result {
+            case .success(let event): projection.apply(event)
+            case .failure(let error):
+                logger.error("event cannot be read; its item is quarantined", metadata: [
+                    "sequence": "\(envelope.header.sequence)", "cipher": "\(envelope.header.cipherId)", "error": "\(error)"])
+                projection.quarantine(envelope.header, reason: "\(error)")
+            }
+        }
+    }
+
+    /// Opens and decodes envelopes, in parallel for large batches (order kept). An operation
+    /// that a later operation on the same item in the batch supersedes has its snapshot left
+    /// undecoded (``VaultEvent/operationSummary(header:plaintext:placeholder:)``): the fold
+    /// keeps only the newest snapshot, and decoding the cipher is most of a fold's cost.
+    static func decode(_ envelopes: [Envelope], key: SealingKey) throws -> [VaultEvent] {
+        try decodeEach(envelopes, key: key).map { try $0.get() }
+    }
+
+    /// ``decode(_:key:)`` with one result per envelope, so one bad event does not hide the others.
+    static func decodeEach(_ envelopes: [Envelope], key: SealingKey) -> [Result<VaultEvent, any Error>] {
+        var latest: [String: Int] = [:]
+        for (i, envelope) in envelopes.enumerated() where VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true {
+            latest[envelope.header.cipherId] = i
+        }
+        let lastOperation = latest
+        let placeholder = Cipher(type: .login)
+        @Sendable func decodeOne(_ i: Int) throws -> VaultEvent {
+            let envelope = envelopes[i]
+            if lastOperation[envelope.header.cipherId].map({ $0 > i }) == true {
+                let plaintext = try envelope.open(key: key)
+                if let event = VaultEvent.operationSummary(header: envelope.header, plaintext: plaintext, placeholder: placeholder) {
+                    return event
+                }
+                return try VaultEvent(header: envelope.header, plaintext: plaintext)
+            }
+            return try VaultEvent(envelope: envelope, key: key)
+        }
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        guard envelopes.count >= 256, cores > 1 else { return envelopes.indices.map { i in Result { try decodeOne(i) } } }
+        let results = UnsafeMutableBufferPointer<Result<VaultEvent, any Error>?>.allocate(capacity: envelopes.count)
+        results.initialize(repeating: nil)
+        defer { results.deinitialize(); results.deallocate() }
+        nonisolated(unsafe) let output = results
+        let chunks = cores * 4
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            for i in (envelopes.count * chunk / chunks)..<(envelopes.count * (chunk + 1) / chunks) {
+                output[i] = Result { try decodeOne(i) }
+            }
+        }
+        return results.map { $0! }
+    }
+
+    func loadCheckpoint(userId: String, keys: UnlockedKeys, atOrBefore sequence: UInt64 = .max) throws -> Projection {
+        guard let (_, payload) = try log.latestCheckpoint(userId: userId, atOrBefore: sequence, key: keys.sealing) else {
+            return Projection(userId: userId)
+        }
+        do {
+            return try JSONDecoder().decode(Projection.self, from: Data(payload))
+        } catch {
+            logger.warning("ignoring unreadable checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
+            return Projection(userId: userId)
+        }
+    }
+
+    /// Seals and stores `projection` as a checkpoint at its last sequence.
+    public func saveCheckpoint(_ projection: Projection) throws {
+        try saveCheckpoint(projection, keys: keys(projection.userId))
+    }
+
+    func saveCheckpoint(_ projection: Projection, keys: UnlockedKeys) throws {
+        guard projection.lastSequence > 0 else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try log.saveCheckpoint(userId: projection.userId, sequence: projection.lastSequence,
+                               payload: Array(try encoder.encode(projection)), key: keys.sealing)
+    }
+
+    /// The pending state a decision may act on (which items keep their local copy in a sync,
+    /// whether an edit goes to the server or into the log).
+    ///
+    /// Unlocked: from the authenticated projection (every event's MAC checked, sealed
+    /// checkpoints), never from the unsealed pending checkpoint, which anyone who can write the
+    /// file can rewrite. An item with an event that cannot be read counts as pending (an update
+    /// when its change type is unknown), so nothing treats it as settled. Locked (no key, so
+    /// nothing can be authenticated): the fold of every header from the first, skipping the
+    /// checkpoint; headers are covered by the MACs `verify` checks.
+    public func pendingState(userId: String) throws -> HeaderProjection {
+        if isUnlocked(userId: userId) {
+            return Self.pendingState(of: try projection(userId: userId))
+        }
+        return try log.read { try headerProjection($0, userId: userId, fromCheckpoint: false).projection }
+    }
+
+    /// The pending ids and change types of an authenticated projection.
+    static func pendingState(of projection: Projection) -> HeaderProjection {
+        var state = HeaderProjection()
+        state.lastSequence = projection.lastSequence
+        for (id, change) in projection.pending {
+            state.pending[id] = change.changeType
+            if change.uncertainCreate { state.uncertainCreates.insert(id) }
+        }
+        for id in (projection.quarantined ?? [:]).keys where state.pending[id] == nil {
+            state.pending[id] = .update
+        }
+        return state
+    }
+
+    /// Pending items and their change types from headers alone, for the pending count a locked
+    /// vault shows (a badge). Starts from the user's pending checkpoint and folds the headers
+    /// after it; when that tail was long, saves a new checkpoint (unless the store is
+    /// read-only). The checkpoint is unsealed, so this is a hint: decisions use
+    /// ``pendingState(userId:)``, and `vaultlog verify` compares the checkpoint with the log.
+    public func pendingFromHeaders(userId: String) throws -> HeaderProjection {
+        let (projection, folded) = try log.read { try headerProjection($0, userId: userId) }
+        if pendingCheckpointInterval > 0, folded >= pendingCheckpointInterval, let db = pendingCheckpoints,
+           !log.environment.options.readOnly {
+            do {
+                try log.write { txn in
+                    // Only if no newer checkpoint was saved meanwhile.
+                    let stored = PendingCheckpoint.decode(try txn.transaction.get(db, key: Self.userPrefix(userId)))
+                    guard (stored?.lastSequence ?? 0) < projection.lastSequence else { return }
+                    try txn.transaction.put(db, key: Self.userPrefix(userId), value: PendingCheckpoint.encode(projection))
+                }
+            } catch {
+                logger.warning("could not save the pending checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
+            }
+        }
+        return projection
+    }
+
+    /// The user's pending set from the checkpoint (unless `fromCheckpoint` is false) plus the
+    /// headers after it, and how many headers were folded.
+    func headerProjection(_ reader: LogReader, userId: String, fromCheckpoint: Bool = true) throws -> (projection: HeaderProjection, folded: Int) {
+        var projection = HeaderProjection()
+        if fromCheckpoint, let db = pendingCheckpoints, let bytes = try reader.transaction.get(db, key: Self.userPrefix(userId)) {
+            if let stored = PendingCheckpoint.decode(bytes), try Self.isEventOf(userId, stored.lastSequence, reader) {
+                projection = stored
+            } else {
+                logger.warning("ignoring an unreadable pending checkpoint", metadata: ["user": "\(userId)"])
+            }
+        }
+        var folded = 0
+        try reader.forEachHeader(userId: userId, after: projection.lastSequence) { header in
+            projection.apply(header)
+            folded += 1
+            return true
+        }
+        return (projection, folded)
+    }
+
+    /// Whether `sequence` is one of the user's events (a pending checkpoint must end at one).
+    static func isEventOf(_ userId: String, _ sequence: UInt64, _ reader: LogReader) throws -> Bool {
+        try sequence == 0 || reader.hasEvent(userId: userId, at: sequence)
+    }
+
+    /// Pending count from headers (works while locked; a hint, see ``pendingFromHeaders(userId:)``).
+    public func pendingCount(userId: String) throws -> Int { try pendingFromHeaders(userId: userId).count }
+
+    /// A stream of the user's pending count (for a UI badge): the current count first, then
+    /// a new value after every change to the log.
+    public func pendingCountUpdates(userId: String) -> AsyncStream<Int> {
+        let (stream, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let token = UUID()
+        observers.withLock { $0[token] = (userId, continuation) }
+        continuation.onTermination = { [weak self] _ in _ = self?.observers.withLock { $0.removeValue(forKey: token) } }
+        continuation.yield((try? pendingCount(userId: userId)) ?? 0)
+        return stream
+    }
+
+    func notifyObservers(userId: String) {
+        let targets = observers.withLock { $0.values.filter { $0.userId == userId }.map(\.continuation) }
+        guard !targets.isEmpty, let count = try? pendingCount(userId: userId) else { return }
+        for continuation in targets { continuation.yield(count) }
+    }
+}

@@ -1,0 +1,75 @@
+import BitwardenAPI
+import BitwardenAPINIO
+import BitwardenEmulator
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+import OfflineSync
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+/// What a scenario run observed, compared with its expectations.
+public struct ScenarioOutcome: Sendable {
+    public var name: String
+    /// Readable differences between expected and actual; empty when the scenario passed.
+    public var mismatches: [String]
+    /// Everything observed, in the shape of an expectation (what `--record` writes).
+    public var actual: ScenarioExpectation
+    /// Where the device's store was (kept only when the runner was asked to keep it).
+    public var storePath: String?
+    /// Each item ref's ids, first to last (temporary id, server id, re-created id).
+    public var itemIds: [String: [String]] = [:]
+    /// Each user ref's user id.
+    public var userIds: [String: String] = [:]
+    /// The embedded emulator, still running, when the runner was asked to keep it.
+    public var runningServer: BitwardenEmulator?
+    /// The server's base URL.
+    public var serverURL: URL?
+    /// Every item step that succeeded, in order (what the user and other devices did).
+    public var journal: [ScenarioJournalEntry] = []
+
+    public var passed: Bool { mismatches.isEmpty }
+}
+
+/// One item step that succeeded: who did what to which item, with the content saved.
+/// Codable so a run in one process (`vaultlog resolve-worker prepare`) can hand its journal to
+/// the checks in another (the resolver kill test).
+public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
+    /// The step's index (-1 for the items on the server before the first step).
+    public var step: Int
+    /// The item ref (empty for a user-level entry: a sync).
+    public var ref: String
+    /// `initial` (on the server before the first step), `create`, `update`, `softDelete`,
+    /// `delete` (the user), `anotherDevice`, `anotherDeviceDelete`, `syncApplied` (a sync that
+    /// replaced the device's copies with the server's).
+    public var action: String
+    /// The plaintext saved (creates and edits; the initial content).
+    public var content: ScenarioItem?
+    /// Saved offline (the repository fell back to the log), or not applied online.
+    public var offline: Bool
+    /// The item had pending offline state on the device just before the step (nil in journals
+    /// written before this was recorded).
+    public var pendingBefore: Bool?
+    /// The acting user's ref.
+    public var user: String?
+    /// `syncApplied`: the refs still pending after the sync, whose local copies it kept (a
+    /// sync never replaces an item with pending changes, e.g. one made while locked).
+    public var kept: [String]?
+
+    public init(step: Int, ref: String, action: String, content: ScenarioItem?, offline: Bool,
+                pendingBefore: Bool? = nil, user: String? = nil, kept: [String]? = nil) {
+        self.step = step
+        self.ref = ref
+        self.action = action
+        self.content = content
+        self.offline = offline
+        self.pendingBefore = pendingBefore
+        self.user = user
+        self.kept = kept
+    }
+}

@@ -1,0 +1,65 @@
+import BitwardenAPI
+import BitwardenAPINIO
+import BitwardenEmulator
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+import OfflineSync
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+extension Run {
+    // MARK: Observing
+
+    func content(_ view: CipherView) -> ScenarioItem {
+        ScenarioItem(name: view.name, notes: view.notes, username: view.login?.username, password: view.login?.password,
+                     folder: folderRef(view.folderId))
+    }
+
+    /// The ref of a folder id (nil for none, or a folder no step created).
+    func folderRef(_ id: String?) -> String? {
+        guard let id else { return nil }
+        return folders.first { $0.value.lowercased() == id.lowercased() }?.key
+    }
+
+    func observe() async throws -> ScenarioExpectation {
+        var outcomes: [String: [String]] = [:]
+        var pending: [String: Int] = [:]
+        var deadLetters: [String: [String]] = [:]
+        var server: [String: [ScenarioItemExpectation]] = [:]
+        for user in users {
+            let wasLocked = !store.isUnlocked(userId: user.userId)
+            if wasLocked { store.unlock(userId: user.userId, userKey: user.userKey) }
+            defer { if wasLocked { store.lock(userId: user.userId) } }
+            let projection = try store.projection(userId: user.userId)
+            pending[user.ref] = projection.pendingCount
+            let events = try store.events(userId: user.userId)
+            for (ref, entry) in refs where entry.user == user.ref {
+                var chain = [entry.id]
+                var current = entry.id
+                for _ in 0..<8 { guard let next = projection.idMap[current], next != current else { break }; chain.append(next); current = next }
+                itemIds[ref] = chain
+                let ids = Set(chain)
+                outcomes[ref] = events.filter { ids.contains($0.cipherId) && !$0.type.isOperation && $0.type != .createPlanned }
+                    .map(\.type.description)
+                if projection.pending.values.contains(where: { ids.contains($0.cipherId) && $0.isDeadLetter }) {
+                    deadLetters[user.ref, default: []].append(ref)
+                }
+            }
+            let serverCiphers = try await user.onOtherDevice { try await $0.sync().ciphers }
+            server[user.ref] = try serverCiphers.map { cipher in
+                let view = try cipher.decrypt(userKey: user.userKey)
+                return ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
+                                               passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
+                                               deleted: view.deletedDate != nil, folder: folderRef(view.folderId))
+            }.sorted { ($0.name ?? "", $0.password ?? "") < ($1.name ?? "", $1.password ?? "") }
+        }
+        return ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,
+                                   syncResults: syncResults)
+    }
+}

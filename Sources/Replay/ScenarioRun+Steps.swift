@@ -1,0 +1,239 @@
+import BitwardenAPI
+import BitwardenAPINIO
+import BitwardenEmulator
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+import OfflineSync
+import Synchronization
+import VaultCrypto
+import VaultModel
+
+extension Run {
+    // MARK: Steps
+
+    func perform() async throws {
+        for (index, step) in scenario.steps.enumerated() {
+            do {
+                try await perform(step, index: index)
+                if let expected = step.expectError {
+                    throw ReplayError.badStep(index: index, reason: "expected an error containing '\(expected)', but '\(step.do)' succeeded")
+                }
+            } catch where step.optional == true {
+                runner.logger.debug("optional step failed", metadata: ["step": "\(index + 1)", "error": "\(error)"])
+            } catch let error as ReplayError {
+                throw error
+            } catch {
+                guard let expected = step.expectError, "\(error)".contains(expected) else {
+                    throw ReplayError.badStep(index: index, reason: "'\(step.do)' failed: \(error)")
+                }
+            }
+        }
+    }
+
+    /// The user's repository; items with pending state are resolved at once by the same
+    /// deterministic resolver a sync uses (without the scheduled crash, which belongs to the next sync).
+    func repository(_ user: User) -> VaultRepository {
+        VaultRepository(store: store, userId: user.userId, server: user.client, resolver: resolver(user, crashing: false),
+                        logger: runner.logger)
+    }
+
+    func resolver(_ user: User, crashing: Bool = true) -> OfflineSyncResolver {
+        var options = ResolverOptions()
+        options.concurrency = 1
+        options.jitter = 0
+        if crashing, let crashAt = pendingCrash {
+            let count = Mutex(0)
+            options.afterServerEffect = { _ in
+                if count.withLock({ $0 += 1; return $0 }) == crashAt { throw ReplayCrash() }
+            }
+        }
+        return OfflineSyncResolver(store: store, server: user.client, options: options, logger: runner.logger)
+    }
+
+    /// A crash: every in-memory state is dropped and the store reopened (unlocked users stay
+    /// unlocked: the app unlocks again on restart).
+    func reopen() throws {
+        let unlocked = users.filter { store.isUnlocked(userId: $0.userId) }
+        store.close()
+        // A new seed per reopen: restarting one sequence would hand out the same ids again
+        // (a temporary id of an earlier create, after a second crash).
+        reopens += 1
+        store = try Self.openStore(storePath, clock: clock, seed: seed &+ 100 &+ UInt64(reopens) &* 7919, realTime: emulator == nil,
+                                   logger: runner.logger)
+        for user in unlocked { store.unlock(userId: user.userId, userKey: user.userKey) }
+    }
+
+    func item(_ step: ScenarioStep, _ index: Int) throws -> ScenarioItem {
+        guard let item = step.item else { throw ReplayError.badStep(index: index, reason: "'\(step.do)' needs 'item'") }
+        return item
+    }
+
+    func ref(_ step: ScenarioStep, _ index: Int) throws -> String {
+        guard let ref = step.ref else { throw ReplayError.badStep(index: index, reason: "'\(step.do)' needs 'ref'") }
+        return ref
+    }
+
+    /// The longest clock step a scenario may take (100 years): enough for any retention or
+    /// expiry rule, and far from the dates a header's millisecond field can hold.
+    static let maxAdvance: Double = 100 * 365 * 86_400
+
+    func perform(_ step: ScenarioStep, index: Int) async throws {
+        switch step.do {
+        case "offline":
+            // The device's transport points at a closed port; other devices still reach the server.
+            for user in users { user.client.setBaseURL(offlineURL) }
+        case "online":
+            for user in users { user.client.setBaseURL(serverURL) }
+        case "advance":
+            guard let seconds = step.seconds, seconds >= 0, seconds <= Self.maxAdvance else {
+                throw ReplayError.badStep(index: index, reason: "'advance' needs 'seconds' from 0 to \(Int(Self.maxAdvance)) (100 years)")
+            }
+            if emulator == nil {
+                // A real server's clock cannot be moved: wait for real (whole seconds matter for backup names).
+                try await Task.sleep(for: .seconds(min(seconds, 2)))
+            } else {
+                clock.advance(by: seconds)
+            }
+        case "create":
+            let user = try self.user(step.user, step: index)
+            let pendingBefore = false
+            let result = try await repository(user).addCipher(Self.view(try resolvingFolder(try item(step, index), step: index)))
+            let cipher: Cipher?
+            switch result {
+            case .online(let c), .savedOffline(let c, _), .resolved(let c, _): cipher = c
+            default: cipher = nil
+            }
+            guard let id = cipher?.id else { throw ReplayError.badStep(index: index, reason: "create returned no item") }
+            refs[try ref(step, index)] = (user.ref, id)
+            journal.append(.init(step: index, ref: step.ref!, action: "create", content: content(Self.view(try resolvingFolder(try item(step, index), step: index))),
+                                 offline: result.isOffline, pendingBefore: pendingBefore, user: user.ref))
+        case "update":
+            let pendingBefore = isPending(try ref(step, index))
+            let (user, id) = try currentId(try ref(step, index), step: index)
+            guard let local = try store.localCipher(userId: user.userId, id: id) else {
+                throw ReplayError.badStep(index: index, reason: "item '\(step.ref!)' is not in the local store")
+            }
+            var view = try local.decrypt(userKey: user.userKey)
+            Self.apply(try resolvingFolder(try item(step, index), step: index), to: &view)
+            let result = try await repository(user).updateCipher(view)
+            journal.append(.init(step: index, ref: step.ref!, action: "update", content: content(view), offline: result.isOffline,
+                                 pendingBefore: pendingBefore, user: user.ref))
+        case "softDelete":
+            let pendingBefore = isPending(try ref(step, index))
+            let (user, id) = try currentId(try ref(step, index), step: index)
+            guard let local = try store.localCipher(userId: user.userId, id: id) else {
+                throw ReplayError.badStep(index: index, reason: "item '\(step.ref!)' is not in the local store")
+            }
+            let result = try await repository(user).softDeleteCipher(try local.decrypt(userKey: user.userKey))
+            journal.append(.init(step: index, ref: step.ref!, action: "softDelete", content: nil, offline: result.isOffline,
+                                 pendingBefore: pendingBefore, user: user.ref))
+        case "delete":
+            let pendingBefore = isPending(try ref(step, index))
+            let (user, id) = try currentId(try ref(step, index), step: index)
+            let result = try await repository(user).deleteCipher(id: id)
+            journal.append(.init(step: index, ref: step.ref!, action: "delete", content: nil, offline: result.isOffline,
+                                 pendingBefore: pendingBefore, user: user.ref))
+        case "anotherDevice":
+            // A real edit by a second login: read, change, write with lastKnownRevisionDate.
+            let (user, id) = try currentId(try ref(step, index), step: index)
+            let current = try await user.onOtherDevice { try await $0.getCipher(id: id) }
+            var view = try current.decrypt(userKey: user.userKey)
+            let before = view
+            Self.apply(try resolvingFolder(try item(step, index), step: index), to: &view)
+            view = view.applyingPasswordHistory(original: before, now: BitwardenDate(clock.now))
+            var encrypted = try view.encrypt(userKey: user.userKey, random: random(UInt64(index) &+ 1000))
+            encrypted.id = id
+            // Journaled before the request: a lost response may still have applied it.
+            journal.append(.init(step: index, ref: step.ref!, action: "anotherDevice", content: content(view), offline: false,
+                                 pendingBefore: isPending(step.ref!), user: user.ref))
+            _ = try await user.onOtherDevice { try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate) }
+        case "anotherDeviceDelete":
+            let (user, id) = try currentId(try ref(step, index), step: index)
+            journal.append(.init(step: index, ref: step.ref!, action: "anotherDeviceDelete", content: nil, offline: false,
+                                 pendingBefore: isPending(step.ref!), user: user.ref))
+            try await user.onOtherDevice { try await $0.deleteCipher(id: id) }
+        case "anotherDeviceCreate":
+            let user = try self.user(step.user, step: index)
+            let encrypted = try Self.view(try item(step, index)).encrypt(userKey: user.userKey, random: random(UInt64(index)))
+            let stored = try await user.onOtherDevice { try await $0.createCipher(encrypted) }
+            refs[try ref(step, index)] = (user.ref, stored.id!)
+        case "createFolder":
+            let user = try self.user(step.user, step: index)
+            let name = EncString.encrypt("folder \(try ref(step, index))", key: user.userKey,
+                                         random: random(UInt64(index) &+ 3000))
+            folders[try ref(step, index)] = try await user.onOtherDevice { try await $0.createFolder(name: name).id }
+        case "lock": store.lock(userId: try user(step.user, step: index).userId)
+        case "unlock":
+            let user = try self.user(step.user, step: index)
+            store.unlock(userId: user.userId, userKey: user.userKey)
+        case "sync", "resolve":
+            let user = try self.user(step.user, step: index)
+            let crashing = pendingCrash != nil
+            do {
+                if step.do == "sync" {
+                    // Forced, as a pull-to-refresh: every sync step fetches the server's items.
+                    let result = try await SyncService(store: store, server: user.client, resolver: resolver(user), logger: runner.logger)
+                        .fetchSync(userId: user.userId, forceSync: true)
+                    syncResults.append(result.isApplied ? "applied" : "aborted")
+                    if result.isApplied {
+                        let kept = refs.filter { $0.value.user == user.ref && isPending($0.key) }.map(\.key).sorted()
+                        journal.append(.init(step: index, ref: "", action: "syncApplied", content: nil, offline: false, user: user.ref,
+                                             kept: kept.isEmpty ? nil : kept))
+                    }
+                } else {
+                    _ = try await resolver(user).processPendingChanges(userId: user.userId)
+                }
+            } catch is ReplayCrash {
+                if step.do == "sync" { syncResults.append("crashed") }
+                try reopen()
+            }
+            if crashing { pendingCrash = nil }
+        case "retryDeadLetters":
+            let user = try self.user(step.user, step: index)
+            try resolver(user).retryDeadLetters(userId: user.userId)
+        case "fault":
+            guard let fault = step.fault else { throw ReplayError.badStep(index: index, reason: "'fault' needs 'fault'") }
+            try applyFault(fault, index: index)
+        case "crash":
+            guard let n = step.afterEffect, n >= 1 else { throw ReplayError.badStep(index: index, reason: "'crash' needs 'afterEffect' ≥ 1") }
+            pendingCrash = n
+        default:
+            throw ReplayError.badStep(index: index, reason: "unknown action '\(step.do)'")
+        }
+    }
+
+    func applyFault(_ fault: ScenarioFault, index: Int) throws {
+        guard let emulator else {
+            throw ReplayError.badStep(index: index, reason: "server faults need the embedded emulator (not a remote server)")
+        }
+        if fault.clear == true { emulator.faults.clear(); return }
+        var path = fault.path ?? ""
+        if path.contains("{"), let open = path.firstIndex(of: "{"), let close = path.firstIndex(of: "}") {
+            let ref = String(path[path.index(after: open)..<close])
+            let (_, id) = try currentId(ref, step: index)
+            path.replaceSubrange(open...close, with: id)
+        }
+        let route = RouteMatcher(method: fault.method, path: path)
+        for (name, count) in [("failNext", fault.failNext), ("dropResponseAfterApply", fault.dropResponseAfterApply)] {
+            if let count, !(1...1_000_000).contains(count) {
+                throw ReplayError.badStep(index: index, reason: "'\(name)' must be a count from 1 to 1000000 (got \(count))")
+            }
+        }
+        if let status = fault.status, !(100...599).contains(status) {
+            throw ReplayError.badStep(index: index, reason: "'status' must be an HTTP status from 100 to 599 (got \(status))")
+        }
+        if let n = fault.failNext {
+            let status = fault.status ?? 500
+            emulator.faults.failNext(n, matching: route, with: fault.body.map { .reply(status: status, body: $0) } ?? .status(status))
+        } else if let n = fault.dropResponseAfterApply {
+            emulator.faults.dropResponseAfterApplying(next: n, matching: route)
+        } else {
+            throw ReplayError.badStep(index: index, reason: "a fault needs 'failNext', 'dropResponseAfterApply' or 'clear'")
+        }
+    }
+}
