@@ -171,7 +171,8 @@ public final class BitwardenClient: CipherServer, Sendable {
         _ = try await send("DELETE", .api, "/ciphers/\(Self.segment(id))")
     }
 
-    /// `PUT /api/ciphers/{id}/restore`: takes the item out of the trash.
+    /// `PUT /api/ciphers/{id}/restore`: takes the item out of the trash. (Not part of the
+    /// ``OfflineSync/CipherServer`` port: the offline engine does not restore items yet.)
     public func restoreCipher(id: String) async throws -> Cipher {
         try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(Self.segment(id))/restore"), route: "PUT /api/ciphers/\(id)/restore")
     }

@@ -98,8 +98,6 @@ public protocol CipherServer: Sendable {
     func softDeleteCipher(id: String) async throws
     /// `DELETE /api/ciphers/{id}` (permanent).
     func deleteCipher(id: String) async throws
-    /// `PUT /api/ciphers/{id}/restore`.
-    func restoreCipher(id: String) async throws -> Cipher
     /// `GET /api/sync`.
     func sync() async throws -> SyncSnapshot
     /// `GET /api/accounts/revision-date`: when anything in the account last changed, or nil
@@ -124,6 +122,5 @@ public struct UnreachableServer: CipherServer {
     public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher { throw fail() }
     public func softDeleteCipher(id: String) async throws { throw fail() }
     public func deleteCipher(id: String) async throws { throw fail() }
-    public func restoreCipher(id: String) async throws -> Cipher { throw fail() }
     public func sync() async throws -> SyncSnapshot { throw fail() }
 }

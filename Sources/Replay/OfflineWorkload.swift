@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 
 extension Simulation {
     /// The workload of the resolver kill test (`Docs/Reliability.md`): `items` items on the

@@ -103,7 +103,7 @@ import VaultModel
 
     /// A random event sequence over several users and items, outcomes mixed in.
     static func randomEvents(seed: UInt64) -> [VaultEvent] {
-        var rng = SplitMix(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let users = ["u1", "u2", "u3"]
         let count = 5 + Int(rng.next() % 60)
         var events: [VaultEvent] = []
@@ -153,7 +153,7 @@ import VaultModel
     @Test func foldAll_equalsCheckpointPlusTail_over1000RandomSequences() throws {
         for seed in UInt64(0)..<1000 {
             let events = Self.randomEvents(seed: seed)
-            var rng = SplitMix(seed: seed ^ 0xABCDEF)
+            var rng = SplitMix64(seed: seed ^ 0xABCDEF)
             let cut = Int(rng.next() % UInt64(events.count + 1))
             for user in ["u1", "u2", "u3"] {
                 let mine = events.filter { $0.header.userId == user }
@@ -173,18 +173,4 @@ import VaultModel
             }
         }
     }
-}
-
-/// SplitMix64, for reproducible random sequences in property tests.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
 }

@@ -100,14 +100,6 @@ final class ScriptedServer: CipherServer, Sendable {
         _ = state.withLock { $0.ciphers.removeValue(forKey: id) }
     }
 
-    func restoreCipher(id: String) async throws -> Cipher {
-        try call("restore")
-        guard var cipher = cipher(id) else { throw HTTPStatusError(status: 404) }
-        cipher.deletedDate = nil
-        put(cipher)
-        return cipher
-    }
-
     func sync() async throws -> SyncSnapshot {
         try call("sync")
         return SyncSnapshot(ciphers: state.withLock { Array($0.ciphers.values) })
