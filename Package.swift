@@ -69,7 +69,7 @@ let package = Package(
         // The domain: events, projector, local vault store, repository, resolver, sync.
         .target(
             name: "OfflineSync",
-            dependencies: ["EventLog", "LMDB", "VaultModel", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["EventLog", "VaultModel", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
         ),
 
         // HTTP: the Bitwarden API client and the Bitwarden-compatible emulator.

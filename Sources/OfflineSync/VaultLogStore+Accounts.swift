@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import LMDB
 import Logging
 import Synchronization
 import VaultCrypto
@@ -37,14 +36,14 @@ extension VaultLogStore {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let bytes = Array(try encoder.encode(account))
-        try log.write { txn in try txn.transaction.put(accounts, key: Array(account.userId.utf8), value: bytes) }
+        try log.write { txn in try txn.put(accounts, key: Array(account.userId.utf8), value: bytes) }
     }
 
     /// Every stored account, by user id order.
     public func storedAccounts() throws -> [StoredAccount] {
         try log.read { reader in
             var out: [StoredAccount] = []
-            try reader.transaction.scan(accounts) { key, value in  // from the first key: LMDB rejects an empty seek key
+            try reader.scan(accounts) { key, value in  // from the first key: LMDB rejects an empty seek key
                 do {
                     out.append(try JSONDecoder().decode(StoredAccount.self, from: Data(value)))
                 } catch {

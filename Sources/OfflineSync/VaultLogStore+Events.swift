@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import LMDB
 import Logging
 import Synchronization
 import VaultCrypto
@@ -39,7 +38,7 @@ extension VaultLogStore {
                        beforeCommit: ((LogTransaction) throws -> Void)? = nil) throws -> [UInt64] {
         let (keys, newEvents) = try prepare(userId: userId, events: events)
         let sequences = try log.write { txn -> [UInt64] in
-            for change in localChanges { try apply(change, userId: userId, in: txn.transaction) }
+            for change in localChanges { try apply(change, userId: userId, in: txn) }
             let sequences = try txn.append(newEvents, key: keys.sealing)
             try beforeCommit?(txn)
             return sequences
@@ -65,7 +64,7 @@ extension VaultLogStore {
     public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
         let (keys, newEvents) = try prepare(userId: userId, events: events)
         let sequences = try await log.writeAsync { txn -> [UInt64] in
-            for change in localChanges { try self.apply(change, userId: userId, in: txn.transaction) }
+            for change in localChanges { try self.apply(change, userId: userId, in: txn) }
             return try txn.append(newEvents, key: keys.sealing)
         }
         notifyObservers(userId: userId)

@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import LMDB
 import Logging
 import Synchronization
 import VaultCrypto
@@ -27,11 +26,11 @@ extension VaultLogStore {
 
     /// The local copy of an item, or nil.
     public func localCipher(userId: String, id: String) throws -> Cipher? {
-        try log.read { reader in try Self.localCipher(reader.transaction, ciphers, userId, id) }
+        try log.read { reader in try Self.localCipher(reader, ciphers, userId, id) }
     }
 
-    static func localCipher(_ txn: Transaction, _ db: Database, _ userId: String, _ id: String) throws -> Cipher? {
-        guard let bytes = try txn.get(db, key: cipherKey(userId, id)) else { return nil }
+    static func localCipher(_ reader: LogReader, _ db: SideTable, _ userId: String, _ id: String) throws -> Cipher? {
+        guard let bytes = try reader.get(db, key: cipherKey(userId, id)) else { return nil }
         do {
             return try JSONDecoder().decode(Cipher.self, from: Data(bytes))
         } catch {
@@ -44,7 +43,7 @@ extension VaultLogStore {
         try log.read { reader in
             let prefix = Self.userPrefix(userId)
             var out: [Cipher] = []
-            try reader.transaction.scan(ciphers, from: prefix) { key, value in
+            try reader.scan(ciphers, from: prefix) { key, value in
                 guard key.starts(with: prefix) else { return false }
                 do {
                     out.append(try JSONDecoder().decode(Cipher.self, from: Data(value)))
@@ -57,7 +56,7 @@ extension VaultLogStore {
         }
     }
 
-    func apply(_ change: LocalChange, userId: String, in txn: Transaction) throws {
+    func apply(_ change: LocalChange, userId: String, in txn: LogTransaction) throws {
         switch change {
         case .upsert(let cipher):
             guard let id = cipher.id else { throw OfflineSyncError.missingCipherId }
@@ -69,12 +68,12 @@ extension VaultLogStore {
 
     /// Applies local changes without an event (the online path, where the server already has them).
     public func applyLocal(_ changes: [LocalChange], userId: String) throws {
-        try log.write { txn in for change in changes { try apply(change, userId: userId, in: txn.transaction) } }
+        try log.write { txn in for change in changes { try apply(change, userId: userId, in: txn) } }
     }
 
     /// ``applyLocal(_:userId:)`` from async code, committed on the log's writer thread.
     public func applyLocal(_ changes: [LocalChange], userId: String) async throws {
-        try await log.writeAsync { txn in for change in changes { try self.apply(change, userId: userId, in: txn.transaction) } }
+        try await log.writeAsync { txn in for change in changes { try self.apply(change, userId: userId, in: txn) } }
     }
 
     /// Replaces a user's local items with a full sync's, keeping the local copy of every item
@@ -121,18 +120,18 @@ extension VaultLogStore {
             }
             let prefix = Self.userPrefix(userId)
             var existing: [[UInt8]] = []
-            try txn.transaction.scan(ciphers, from: prefix) { key, _ in
+            try txn.scan(ciphers, from: prefix) { key, _ in
                 guard key.starts(with: prefix) else { return false }
                 existing.append(Array(key))
                 return true
             }
             for key in existing {
                 let id = String(decoding: key.dropFirst(prefix.count), as: UTF8.self)
-                if pendingIds[id] == nil { try txn.transaction.delete(ciphers, key: key) }
+                if pendingIds[id] == nil { try txn.delete(ciphers, key: key) }
             }
             for cipher in serverCiphers {
                 guard let id = cipher.id, pendingIds[id] == nil else { continue }
-                try apply(.upsert(cipher), userId: userId, in: txn.transaction)
+                try apply(.upsert(cipher), userId: userId, in: txn)
             }
             if let event, let keys {
                 try txn.append(NewEvent(userId: userId, cipherId: "", eventType: event.type.rawValue,

@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import LMDB
 import Logging
 import Synchronization
 import VaultCrypto
@@ -183,13 +182,13 @@ extension VaultLogStore {
     public func pendingFromHeaders(userId: String) throws -> HeaderProjection {
         let (projection, folded) = try log.read { try headerProjection($0, userId: userId) }
         if pendingCheckpointInterval > 0, folded >= pendingCheckpointInterval, let db = pendingCheckpoints,
-           !log.environment.options.readOnly {
+           !log.isReadOnly {
             do {
                 try log.write { txn in
                     // Only if no newer checkpoint was saved meanwhile.
-                    let stored = PendingCheckpoint.decode(try txn.transaction.get(db, key: Self.userPrefix(userId)))
+                    let stored = PendingCheckpoint.decode(try txn.get(db, key: Self.userPrefix(userId)))
                     guard (stored?.lastSequence ?? 0) < projection.lastSequence else { return }
-                    try txn.transaction.put(db, key: Self.userPrefix(userId), value: PendingCheckpoint.encode(projection))
+                    try txn.put(db, key: Self.userPrefix(userId), value: PendingCheckpoint.encode(projection))
                 }
             } catch {
                 logger.warning("could not save the pending checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
@@ -202,7 +201,7 @@ extension VaultLogStore {
     /// headers after it, and how many headers were folded.
     func headerProjection(_ reader: LogReader, userId: String, fromCheckpoint: Bool = true) throws -> (projection: HeaderProjection, folded: Int) {
         var projection = HeaderProjection()
-        if fromCheckpoint, let db = pendingCheckpoints, let bytes = try reader.transaction.get(db, key: Self.userPrefix(userId)) {
+        if fromCheckpoint, let db = pendingCheckpoints, let bytes = try reader.get(db, key: Self.userPrefix(userId)) {
             if let stored = PendingCheckpoint.decode(bytes), try Self.isEventOf(userId, stored.lastSequence, reader) {
                 projection = stored
             } else {

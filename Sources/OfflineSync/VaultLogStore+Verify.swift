@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import LMDB
 import Logging
 import Synchronization
 import VaultCrypto
@@ -23,7 +22,7 @@ extension VaultLogStore {
         guard let db = pendingCheckpoints else { return [] }
         var stored: [(userId: String?, bytes: [UInt8])] = []
         try log.read { reader in
-            try reader.transaction.scan(db) { key, value in
+            try reader.scan(db) { key, value in
                 let length = key.first.map(Int.init) ?? -1
                 let user = length >= 0 && key.count == 1 + length ? String(validating: key[1...], as: UTF8.self) : nil
                 stored.append((user, Array(value)))

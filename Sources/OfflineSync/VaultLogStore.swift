@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import LMDB
 import Logging
 import Synchronization
 import VaultCrypto
@@ -19,11 +18,11 @@ public final class VaultLogStore: Sendable {
     public let log: EventLogStore
     /// Injected time, ids and randomness.
     public let dependencies: VaultDependencies
-    let ciphers: Database
-    let accounts: Database
+    let ciphers: SideTable
+    let accounts: SideTable
     /// Per user, the pending set from headers as of a sequence (see ``PendingCheckpoint``);
     /// nil for a read-only store written before it existed.
-    let pendingCheckpoints: Database?
+    let pendingCheckpoints: SideTable?
     let checkpointInterval: Int
     let pendingCheckpointInterval: Int
     let logger: Logger
@@ -37,9 +36,9 @@ public final class VaultLogStore: Sendable {
         var logOptions = options.eventLog
         logOptions.random = options.dependencies.random
         log = try EventLogStore(path: path, options: logOptions)
-        ciphers = try log.openDatabase("ciphers")
-        accounts = try log.openDatabase("accounts")
-        pendingCheckpoints = options.eventLog.environment.readOnly ? try? log.openDatabase("pending") : try log.openDatabase("pending")
+        ciphers = try log.openSideTable("ciphers")
+        accounts = try log.openSideTable("accounts")
+        pendingCheckpoints = options.eventLog.environment.readOnly ? try? log.openSideTable("pending") : try log.openSideTable("pending")
         dependencies = options.dependencies
         checkpointInterval = options.checkpointInterval
         pendingCheckpointInterval = options.pendingCheckpointInterval
@@ -47,5 +46,5 @@ public final class VaultLogStore: Sendable {
     }
 
     /// Closes the store (also done when it is released).
-    public func close() { log.environment.close() }
+    public func close() { log.close() }
 }

@@ -165,8 +165,8 @@ import VaultModel
         #expect(try h.store.pendingCount(userId: h.userId) == 5)
         let db = try #require(h.store.pendingCheckpoints)
         try h.store.log.write { txn in
-            #expect(try txn.transaction.get(db, key: VaultLogStore.userPrefix(h.userId)) != nil, "a checkpoint was saved")
-            try txn.transaction.put(db, key: VaultLogStore.userPrefix(h.userId), value: [1, 0xFF, 7])
+            #expect(try txn.get(db, key: VaultLogStore.userPrefix(h.userId)) != nil, "a checkpoint was saved")
+            try txn.put(db, key: VaultLogStore.userPrefix(h.userId), value: [1, 0xFF, 7])
         }
         #expect(try h.store.pendingCount(userId: h.userId) == 5)
     }
@@ -194,13 +194,13 @@ import VaultModel
         _ = try await h.repository().updateCipher(view)
         #expect(try h.store.pendingCount(userId: h.userId) == 1)
         let db = try #require(h.store.pendingCheckpoints)
-        #expect(try h.store.log.read { try $0.transaction.get(db, key: VaultLogStore.userPrefix(h.userId)) } != nil, "a pending checkpoint exists")
+        #expect(try h.store.log.read { try $0.get(db, key: VaultLogStore.userPrefix(h.userId)) } != nil, "a pending checkpoint exists")
         try h.store.logout(userId: h.userId)
         #expect(try h.store.pendingCount(userId: h.userId) == 0)
         #expect(try h.store.localCiphers(userId: h.userId).isEmpty)
         #expect(try h.eventCount() == 0)
         #expect(!h.store.isUnlocked(userId: h.userId))
-        #expect(try h.store.log.read { try $0.transaction.get(db, key: VaultLogStore.userPrefix(h.userId)) } == nil, "logout removed it")
+        #expect(try h.store.log.read { try $0.get(db, key: VaultLogStore.userPrefix(h.userId)) } == nil, "logout removed it")
     }
 
     /// A user who logs out leaves the account's wrapped user key and sealed events in LMDB's
