@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # because another one happened to pull the module in is an error).
 IMPORT_CHECK := --explicit-target-dependency-import-check error
 
-.PHONY: deps build demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
+.PHONY: deps build docs demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target;
 # libargon2-dev provides argon2.h, libargon2.so and libargon2.pc for CArgon2 (Argon2id accounts).
@@ -33,12 +33,25 @@ demo: build
 replay: build
 	$$($(SWIFT) build --show-bin-path)/vaultlog replay Fixtures
 
+# The library's DocC catalog (Sources/OfflineSync/OfflineSync.docc) checked against the built
+# module: a broken symbol link is an error. HTML in .build/docs/OfflineSync.doccarchive.
+DOCS_SYMBOLS := .build/docs/symbol-graphs
+docs: build
+	@rm -rf $(DOCS_SYMBOLS) && mkdir -p $(DOCS_SYMBOLS)
+	$(SWIFT) symbolgraph-extract -module-name OfflineSync -I $$($(SWIFT) build --show-bin-path)/Modules \
+		-Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap -Xcc -fmodule-map-file=Sources/CArgon2/module.modulemap \
+		-target $$(uname -m)-unknown-linux-gnu -minimum-access-level public -output-dir $(DOCS_SYMBOLS)
+	docc convert Sources/OfflineSync/OfflineSync.docc --additional-symbol-graph-dir $(DOCS_SYMBOLS) \
+		--fallback-display-name OfflineSync --fallback-bundle-identifier org.vaultlog.OfflineSync \
+		--output-path .build/docs/OfflineSync.doccarchive --warnings-as-errors
+
 # The whole test suite (Swift Testing), debug build. Tests run one at a time: dozens of
 # emulators, HTTP clients and child processes at once on two cores starve each other into
 # time-outs, and serial is barely slower (about a minute). The kill tests and the simulation
 # run in processes of their own.
 test: deps
 	$(SWIFT) build --build-tests $(IMPORT_CHECK)
+	$(MAKE) --no-print-directory docs
 	$(SWIFT) test --skip-build --no-parallel --skip WriterKillTests --skip ResolverKillTests --skip SimulationTests
 	$(SWIFT) test --skip-build --filter WriterKillTests
 	$(SWIFT) test --skip-build --filter ResolverKillTests

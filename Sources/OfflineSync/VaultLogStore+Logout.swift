@@ -29,7 +29,7 @@ extension VaultLogStore {
     }
 
     /// ``logout(userId:)``, then closes this store and rewrites its file without free pages
-    /// (``EventLog/EventLogStore/compactFile(at:)``). Deleted records stay in LMDB's free pages until they
+    /// (`EventLogStore.compactFile(at:)`). Deleted records stay in LMDB's free pages until they
     /// are reused: the logged-out account's wrapped user key and its sealed events would still
     /// be in `data.mdb`. After this they are not. The store is closed when this returns (also
     /// when the compaction fails: the logout has happened, the file still holds free pages);

@@ -6,7 +6,7 @@ import VaultCrypto
 import VaultModel
 
 extension VaultLogStore {
-    /// ``EventLogStore/verify(keys:batchSize:progress:)`` plus the checks of this store's own
+    /// `EventLogStore.verify(keys:batchSize:progress:)` plus the checks of this store's own
     /// records: every pending checkpoint must equal the fold of its user's headers up to its
     /// sequence, and, for a user who is unlocked, the authenticated projection at that
     /// sequence. A mismatch means the unsealed checkpoint was altered (it is only a hint for a
