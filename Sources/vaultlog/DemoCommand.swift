@@ -78,6 +78,8 @@ struct Demo: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Line by line even into a pipe (`demo | tee`): the story is read as it happens.
+        Console.flushEachLine.store(true, ordering: .relaxed)
         let storePath = dir ?? (NSTemporaryDirectory() as NSString).appendingPathComponent("vaultlog-demo-\(UUID().uuidString.prefix(8).lowercased())")
         var runner = ScenarioRunner()
         runner.keepStore = true
@@ -110,6 +112,9 @@ struct Demo: AsyncParsableCommand {
         do {
             outcome = try await runner.run(scenario)
         } catch {
+            // The run never finished its story: the half-made store is of no use, and the
+            // directory was the demo's own (it refuses an existing one).
+            try? FileManager.default.removeItem(atPath: storePath)
             throw CLIError.classify(error, storePath: storePath)
         }
 
@@ -134,20 +139,23 @@ struct Demo: AsyncParsableCommand {
             } catch {
                 throw CLIError.storage("cannot write the scenario to \(record): \(error)")
             }
-            Console.out("Recorded the run as a scenario: \(record) (replay it with: vaultlog replay \(record))")
+            Console.out("Recorded the run as a scenario: \(record) (replay it with: \(Console.selfCommand) replay \(Console.shellQuoted(record)))")
         }
 
         let passwordPath = storePath + "-password.txt"
         if server == nil { try? SecretFile.write(Array(password.utf8), to: passwordPath) }
-        let keyArgs = server == nil ? "--email \(email) --password-file \(passwordPath)" : "--email \(email) --password-file \(passwordFile!)"
+        let q = Console.shellQuoted
+        let keyArgs = "--email \(q(email)) --password-file \(q(server == nil ? passwordPath : passwordFile!))"
         let bank = outcome.itemIds["bank"]?.last ?? "ITEM"
+        let vaultlog = Console.selfCommand
+        let directory = q(storePath)
         Console.out("")
-        Console.out("The log is in \(storePath). Inspect it:")
-        Console.out("  vaultlog info \(storePath)")
-        Console.out("  vaultlog history \(storePath) \(bank) \(keyArgs)")
-        Console.out("  vaultlog events \(storePath) \(keyArgs)")
-        Console.out("  vaultlog pending \(storePath) --at 20 \(keyArgs)")
-        Console.out("  vaultlog verify \(storePath) \(keyArgs)")
+        Console.out("The log is in \(storePath). Inspect it (each line runs as printed):")
+        Console.out("  \(vaultlog) info \(directory)")
+        Console.out("  \(vaultlog) history \(directory) \(bank) \(keyArgs)")
+        Console.out("  \(vaultlog) events \(directory) \(keyArgs)")
+        Console.out("  \(vaultlog) pending \(directory) --at 20 \(keyArgs)")
+        Console.out("  \(vaultlog) verify \(directory) \(keyArgs)")
 
         if !outcome.passed {
             Console.error("The story did not go as expected:")

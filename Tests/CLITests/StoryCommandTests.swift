@@ -24,10 +24,32 @@ import Testing
         // The log it leaves verifies with the account's password, as the printed commands say.
         let verify = try CLI.run(["verify", store, "--email", "demo@vaultlog.example", "--password-file", store + "-password.txt"])
         #expect(verify.status == 0, "\(verify)")
+        // Every command it prints runs as printed (the binary by its real path, not a bare
+        // `vaultlog` that is on no PATH), from another directory.
+        let printed = result.stdout.split(separator: "\n").drop { !$0.hasPrefix("The log is in") }.dropFirst()
+            .prefix { $0.hasPrefix("  ") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(printed.count == 5, "\(result.stdout)")
+        for line in printed {
+            #expect(line.hasPrefix("/"), "not an absolute path to the binary: \(line)")
+            let run = try CLI.run(via: "/bin/sh", ["-c", "cd / && " + line])
+            #expect(run.status == 0, "\(line): \(run)")
+        }
         // The recording replays.
         let replay = try CLI.run(["replay", recorded])
         #expect(replay.status == 0, "\(replay)")
         #expect(replay.stdout.contains("1 passed, 0 failed"))
+    }
+
+    @Test func demo_thatCannotReachItsServer_leavesNoStoreBehind() throws {
+        let dir = TemporaryDirectory("demo-unreachable")
+        let password = dir.file("pw")
+        try "pw".write(toFile: password, atomically: true, encoding: .utf8)
+        let store = dir.file("store")
+        let result = try CLI.run(["demo", "--server", "http://127.0.0.1:9", "--email", "a@example.com",
+                                  "--password-file", password, "--dir", store])
+        #expect(result.status != 0, "\(result)")
+        #expect(result.stderr.contains("127.0.0.1:9") || result.stderr.lowercased().contains("reach"), "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: store), "the failed demo left \(store)")
     }
 
     @Test func demo_refusesAnExistingDirectory_andServerWithoutAccount() throws {

@@ -1,12 +1,18 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// Where the CLI writes: results on stdout, notes, errors and progress on stderr.
 enum Console {
     /// One line of results.
     static func out(_ line: String) {
         print(line)
+        if flushEachLine.load(ordering: .relaxed) { fflush(nil) }
     }
+
+    /// Set by commands whose output is read as it happens (the demo, even through `| tee`):
+    /// each line is flushed at once instead of when the buffer fills.
+    static let flushEachLine = Atomic<Bool>(false)
 
     /// One line for the person at the terminal (notes, warnings, errors), never mixed into results.
     static func error(_ line: String) {
@@ -20,6 +26,22 @@ enum Console {
 
     /// Whether stderr is a terminal: progress is shown only then, so logs and pipes stay clean.
     static var stderrIsTerminal: Bool { isatty(2) == 1 }
+
+    /// This binary as a command a user can paste: its absolute path when it was started by a
+    /// path (`make demo` runs it from `.build/debug`, which is not on the PATH), its bare name
+    /// when the shell found it on the PATH.
+    static var selfCommand: String {
+        let first = CommandLine.arguments.first ?? "vaultlog"
+        guard first.contains("/") else { return first }
+        return shellQuoted(URL(fileURLWithPath: first).standardizedFileURL.path)
+    }
+
+    /// `text` as one shell word (single-quoted when it holds anything but safe characters).
+    static func shellQuoted(_ text: String) -> String {
+        let safe = text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_./:=@+,%".contains($0)) }
+        if safe && !text.isEmpty { return text }
+        return "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
 
     /// One JSON value on one line (JSON Lines), keys sorted so output is stable.
     static func json(_ value: some Encodable) throws {
