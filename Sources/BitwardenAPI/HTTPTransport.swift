@@ -81,6 +81,44 @@ public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportResponse
 }
 
+/// The settings a transport's connection machinery is built from. Transports share that
+/// machinery per setting for the whole process (``TransportPool``).
+public struct HTTPTransportSettings: Hashable, Sendable {
+    /// Seconds without progress before a request fails.
+    public var timeout: TimeInterval
+    /// Concurrent connections to one host.
+    public var maximumConnectionsPerHost: Int
+
+    /// Creates settings.
+    public init(timeout: TimeInterval, maximumConnectionsPerHost: Int) {
+        self.timeout = timeout
+        self.maximumConnectionsPerHost = maximumConnectionsPerHost
+    }
+}
+
+/// One long-lived connection machine (a URL session, an HTTP client) per
+/// ``HTTPTransportSettings``, made on first use and never torn down: tearing them down is where
+/// FoundationNetworking crashed, and a process needs only a handful.
+public final class TransportPool<Machine: Sendable>: Sendable {
+    private let machines = Mutex<[HTTPTransportSettings: Machine]>([:])
+    private let make: @Sendable (HTTPTransportSettings) -> Machine
+
+    /// A pool that makes a machine with `make` when a setting is first asked for.
+    public init(make: @escaping @Sendable (HTTPTransportSettings) -> Machine) {
+        self.make = make
+    }
+
+    /// The machine for `settings`.
+    public func machine(for settings: HTTPTransportSettings) -> Machine {
+        machines.withLock { machines in
+            if let machine = machines[settings] { return machine }
+            let machine = make(settings)
+            machines[settings] = machine
+            return machine
+        }
+    }
+}
+
 /// The default transport: Foundation's `URLSession` (FoundationNetworking on Linux).
 ///
 /// Sessions are shared by every transport of the process with the same settings and never
@@ -95,30 +133,18 @@ public struct URLSessionTransport: HTTPTransport {
     /// `maximumConnectionsPerHost` connections to one host. (FoundationNetworking times requests
     /// by the session's setting, so the timeout is fixed per transport, not per request.)
     public init(timeout: TimeInterval = 30, maximumConnectionsPerHost: Int = 16) {
-        session = Self.sharedSession(SessionKey(timeout: timeout, maximumConnectionsPerHost: maximumConnectionsPerHost))
+        session = Self.sessions.machine(for: HTTPTransportSettings(timeout: timeout, maximumConnectionsPerHost: maximumConnectionsPerHost))
     }
 
-    private struct SessionKey: Hashable {
-        let timeout: TimeInterval
-        let maximumConnectionsPerHost: Int
-    }
-
-    private static let sessions = Mutex<[SessionKey: URLSession]>([:])
-
-    private static func sharedSession(_ key: SessionKey) -> URLSession {
-        sessions.withLock { sessions in
-            if let session = sessions[key] { return session }
-            let configuration = URLSessionConfiguration.ephemeral
-            configuration.timeoutIntervalForRequest = key.timeout
-            configuration.httpMaximumConnectionsPerHost = key.maximumConnectionsPerHost
-            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-            configuration.urlCache = nil
-            configuration.httpCookieStorage = nil
-            configuration.httpShouldSetCookies = false
-            let session = URLSession(configuration: configuration)
-            sessions[key] = session
-            return session
-        }
+    private static let sessions = TransportPool<URLSession> { settings in
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = settings.timeout
+        configuration.httpMaximumConnectionsPerHost = settings.maximumConnectionsPerHost
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        return URLSession(configuration: configuration)
     }
 
     public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportResponse {

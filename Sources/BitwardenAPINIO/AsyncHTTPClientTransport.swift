@@ -34,31 +34,19 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// to one host.
     public init(timeout: TimeInterval = 30, maximumConnectionsPerHost: Int = 16) {
         self.timeout = timeout
-        client = Self.sharedClient(ClientKey(timeout: timeout, maximumConnectionsPerHost: maximumConnectionsPerHost))
+        client = Self.clients.machine(for: HTTPTransportSettings(timeout: timeout, maximumConnectionsPerHost: maximumConnectionsPerHost))
     }
 
-    private struct ClientKey: Hashable {
-        let timeout: TimeInterval
-        let maximumConnectionsPerHost: Int
-    }
-
-    private static let clients = Mutex<[ClientKey: HTTPClient]>([:])
-
-    private static func sharedClient(_ key: ClientKey) -> HTTPClient {
-        clients.withLock { clients in
-            if let client = clients[key] { return client }
-            let timeout = TimeAmount.nanoseconds(Int64((max(key.timeout, 0.001) * 1e9).rounded()))
-            var configuration = HTTPClient.Configuration(
-                redirectConfiguration: .disallow,
-                timeout: .init(connect: min(timeout, .seconds(10)), read: timeout, write: timeout),
-                decompression: .disabled)
-            configuration.httpVersion = .http1Only
-            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, key.maximumConnectionsPerHost)
-            configuration.connectionPool.retryConnectionEstablishment = false
-            let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
-            clients[key] = client
-            return client
-        }
+    private static let clients = TransportPool<HTTPClient> { settings in
+        let timeout = TimeAmount.nanoseconds(Int64((max(settings.timeout, 0.001) * 1e9).rounded()))
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: min(timeout, .seconds(10)), read: timeout, write: timeout),
+            decompression: .disabled)
+        configuration.httpVersion = .http1Only
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, settings.maximumConnectionsPerHost)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
 
     public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportResponse {

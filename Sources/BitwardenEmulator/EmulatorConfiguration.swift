@@ -75,17 +75,6 @@ public struct EmulatorConfiguration: Sendable {
 }
 
 extension RandomSource {
-    /// A version-4 UUID string (lowercase, as both servers write ids) from this source.
-    func uuidString() -> String {
-        var b = bytes(16)
-        b[6] = (b[6] & 0x0F) | 0x40
-        b[8] = (b[8] & 0x3F) | 0x80
-        let hex = b.map { String(format: "%02x", $0) }.joined()
-        let c = Array(hex)
-        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-"
-            + String(c[16..<20]) + "-" + String(c[20..<32])
-    }
-
     /// A uniformly distributed number in [0, 1).
     func unitInterval() -> Double {
         let raw = bytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }

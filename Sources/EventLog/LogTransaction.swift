@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import LMDB
-import Synchronization
 import Logging
 import VaultCrypto
 
@@ -187,25 +186,7 @@ public struct LogTransaction {
         @Sendable func sealOne(_ i: Int) throws -> [UInt8] {
             try Envelope.encrypt(events[i].body, key: key.events, iv: ivs[16 * i..<16 * i + 16])
         }
-        let count = events.count
-        let cores = ProcessInfo.processInfo.activeProcessorCount
-        guard count >= parallelSealThreshold, cores > 1 else { return try (0..<count).map(sealOne) }
-        let results = UnsafeMutableBufferPointer<[UInt8]>.allocate(capacity: count)
-        results.initialize(repeating: [])
-        defer { results.deinitialize(); results.deallocate() }   // Array(results) copied them: release the originals
-        let failure = Mutex<(any Error)?>(nil)
-        let chunks = cores * 4
-        nonisolated(unsafe) let output = results
-        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-            let range = (count * chunk / chunks)..<(count * (chunk + 1) / chunks)
-            do {
-                for i in range { output[i] = try sealOne(i) }
-            } catch {
-                failure.withLock { $0 = error }
-            }
-        }
-        if let error = failure.withLock({ $0 }) { throw error }
-        return Array(results)
+        return try parallelMap(count: events.count, threshold: parallelSealThreshold, sealOne)
     }
 
     /// See ``EventLogStore/deleteUser(_:)``.

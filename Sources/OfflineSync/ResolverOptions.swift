@@ -26,14 +26,15 @@ public struct ResolverOptions: Sendable {
     /// conflict (the 5-entry history would otherwise lose intermediate passwords).
     public var softConflictPasswordChangeThreshold = 4
     /// Called right after each server side effect succeeded and before its outcome event is
-    /// appended. Tests throw a ``ResolutionInterruption`` here to simulate a crash.
-    public var afterServerEffect: (@Sendable (ServerEffect) throws -> Void)?
+    /// appended. A test hook, package plumbing rather than API: the crash tests throw a
+    /// ``ResolutionInterruption`` here, and `vaultlog resolve-worker` prints each effect.
+    package var afterServerEffect: (@Sendable (ServerEffect) throws -> Void)?
 
     public init() {}
 }
 
-/// A side effect on the server, reported to ``ResolverOptions/afterServerEffect``.
-public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
+/// A side effect on the server, reported to the resolver's test hook (package plumbing).
+package enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
     /// A POST.
     case created(cipherId: String, purpose: CreatePurpose, serverId: String)
     /// A PUT of the local version.
@@ -41,7 +42,7 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
     /// A soft or permanent delete.
     case deleted(cipherId: String, permanent: Bool)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .created(let id, let purpose, let serverId): "POST \(purpose) for \(id) → \(serverId)"
         case .updated(let id): "PUT \(id)"
@@ -50,6 +51,7 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// An error that stops a resolution run at once, recording nothing (a simulated crash). Any
-/// other error is caught per item, recorded as `resolutionFailed`, and the run continues.
+/// An error that stops a resolution run at once, recording nothing: a ``CipherServer`` (or a
+/// test's crash hook) throws one to end the run as if the process had stopped there. Any other
+/// error is caught per item, recorded as `resolutionFailed`, and the run continues.
 public protocol ResolutionInterruption: Error {}

@@ -26,19 +26,9 @@ public struct VaultDependencies: Sendable {
     /// keys from a seeded generator (ids and randomness drawn from separate streams).
     public static func deterministic(seed: UInt64, clock: ManualClock) -> VaultDependencies {
         let ids = SeededRandomSource(seed: seed ^ 0x1D5)
-        return VaultDependencies(now: { clock.now }, makeId: { uuidString(ids.bytes(16)) },
+        return VaultDependencies(now: { clock.now }, makeId: { ids.uuidString() },
                                  random: SeededRandomSource(seed: seed))
     }
-}
-
-/// Formats 16 bytes as a lowercase version-4 UUID string.
-func uuidString(_ raw: [UInt8]) -> String {
-    var bytes = raw
-    bytes[6] = (bytes[6] & 0x0F) | 0x40
-    bytes[8] = (bytes[8] & 0x3F) | 0x80
-    let hex = bytes.map { String(format: "%02x", $0) }.joined()
-    let h = Array(hex)
-    return "\(String(h[0..<8]))-\(String(h[8..<12]))-\(String(h[12..<16]))-\(String(h[16..<20]))-\(String(h[20..<32]))"
 }
 
 /// A clock tests and simulations move by hand.

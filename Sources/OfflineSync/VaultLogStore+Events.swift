@@ -9,17 +9,16 @@ extension VaultLogStore {
     // MARK: Events
 
     /// Appends one event and applies `localChanges` in the same durable write transaction:
-    /// both commit or neither does. `beforeCommit` runs inside the transaction after the
-    /// writes (tests inject failures there).
+    /// both commit or neither does. Blocks until the commit is durable (for synchronous
+    /// callers; async code uses the `async` form of the same name).
     @discardableResult
     public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
-                       localChanges: [LocalChange] = [],
-                       beforeCommit: ((LogTransaction) throws -> Void)? = nil) throws -> UInt64 {
+                       localChanges: [LocalChange] = []) throws -> UInt64 {
         try append(userId: userId, events: [PlannedEvent(cipherId: cipherId, type: type, body: body)],
-                   localChanges: localChanges, beforeCommit: beforeCommit).last!
+                   localChanges: localChanges, beforeCommit: nil).last!
     }
 
-    /// An event to append with ``append(userId:events:localChanges:beforeCommit:)``.
+    /// An event to append with `append(userId:events:localChanges:)`.
     public struct PlannedEvent: Sendable {
         public var cipherId: String
         public var type: VaultEventType
@@ -32,10 +31,19 @@ extension VaultLogStore {
         }
     }
 
-    /// Appends several events and applies `localChanges`, all in one durable transaction.
+    /// Appends several events and applies `localChanges`, all in one durable transaction
+    /// (blocking; see the single-event form).
     @discardableResult
-    public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = [],
-                       beforeCommit: ((LogTransaction) throws -> Void)? = nil) throws -> [UInt64] {
+    public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) throws -> [UInt64] {
+        try append(userId: userId, events: events, localChanges: localChanges, beforeCommit: nil)
+    }
+
+    /// The blocking append with a hook that runs inside the transaction after the writes and
+    /// before the commit (tests throw there to prove that nothing of a failed commit stays).
+    /// Package plumbing, not part of the library's API.
+    @discardableResult
+    package func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange],
+                        beforeCommit: ((LogTransaction) throws -> Void)?) throws -> [UInt64] {
         let (keys, newEvents) = try prepare(userId: userId, events: events)
         let sequences = try log.write { txn -> [UInt64] in
             for change in localChanges { try apply(change, userId: userId, in: txn) }

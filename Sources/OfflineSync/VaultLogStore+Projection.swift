@@ -1,7 +1,6 @@
 import EventLog
 import Foundation
 import Logging
-import Synchronization
 import VaultCrypto
 import VaultModel
 
@@ -104,19 +103,7 @@ extension VaultLogStore {
             }
             return try VaultEvent(envelope: envelope, key: key)
         }
-        let cores = ProcessInfo.processInfo.activeProcessorCount
-        guard envelopes.count >= 256, cores > 1 else { return envelopes.indices.map { i in Result { try decodeOne(i) } } }
-        let results = UnsafeMutableBufferPointer<Result<VaultEvent, any Error>?>.allocate(capacity: envelopes.count)
-        results.initialize(repeating: nil)
-        defer { results.deinitialize(); results.deallocate() }
-        nonisolated(unsafe) let output = results
-        let chunks = cores * 4
-        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-            for i in (envelopes.count * chunk / chunks)..<(envelopes.count * (chunk + 1) / chunks) {
-                output[i] = Result { try decodeOne(i) }
-            }
-        }
-        return results.map { $0! }
+        return parallelMap(count: envelopes.count, threshold: 256) { i in Result { try decodeOne(i) } }
     }
 
     func loadCheckpoint(userId: String, keys: UnlockedKeys, atOrBefore sequence: UInt64 = .max) throws -> Projection {
@@ -132,7 +119,7 @@ extension VaultLogStore {
     }
 
     /// Seals and stores `projection` as a checkpoint at its last sequence.
-    public func saveCheckpoint(_ projection: Projection) throws {
+    package func saveCheckpoint(_ projection: Projection) throws {
         try saveCheckpoint(projection, keys: keys(projection.userId))
     }
 

@@ -14,8 +14,9 @@ import VaultModel
 /// let repository = VaultRepository(store: store, userId: uid, server: client)
 /// ```
 public final class VaultLogStore: Sendable {
-    /// The underlying log.
-    public let log: EventLogStore
+    /// The underlying log (package plumbing: the CLI, the replay tools and tests read it
+    /// directly; an app goes through the store's methods).
+    package let log: EventLogStore
     /// Injected time, ids and randomness.
     public let dependencies: VaultDependencies
     let ciphers: SideTable

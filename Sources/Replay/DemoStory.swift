@@ -11,34 +11,34 @@ public enum DemoStory {
     /// The scenario for `user` (against a real server its account must exist).
     /// `kdf` is how the embedded emulator derives the account's master key (nil: PBKDF2, 5,000 iterations).
     public static func scenario(email: String, password: String, exactNames: Bool = true, kdf: KdfConfig? = nil) -> Scenario {
-        func step(_ action: String, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil) -> ScenarioStep {
+        func step(_ action: ScenarioAction, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil) -> ScenarioStep {
             ScenarioStep(action, ref: ref, item: item, seconds: seconds)
         }
         var steps: [ScenarioStep] = [
-            step("sync"),
-            step("offline"),
-            step("advance", seconds: 600),
-            step("create", ref: "note", item: ScenarioItem(name: "VaultLog demo: Parking spot", notes: "Level 3, bay 42", username: "car", password: "p-3-42")),
-            step("advance", seconds: 60),
-            step("anotherDevice", ref: "streaming", item: ScenarioItem(password: "changed-on-the-phone")),
-            step("advance", seconds: 60),
-            step("update", ref: "streaming", item: ScenarioItem(password: "changed-on-this-laptop")),
-            step("advance", seconds: 60),
-            step("update", ref: "email", item: ScenarioItem(notes: "recovery codes updated on this laptop")),
-            step("advance", seconds: 60),
-            step("anotherDevice", ref: "email", item: ScenarioItem(notes: "recovery codes updated on the phone")),
+            step(.sync),
+            step(.offline),
+            step(.advance, seconds: 600),
+            step(.create, ref: "note", item: ScenarioItem(name: "VaultLog demo: Parking spot", notes: "Level 3, bay 42", username: "car", password: "p-3-42")),
+            step(.advance, seconds: 60),
+            step(.anotherDevice, ref: "streaming", item: ScenarioItem(password: "changed-on-the-phone")),
+            step(.advance, seconds: 60),
+            step(.update, ref: "streaming", item: ScenarioItem(password: "changed-on-this-laptop")),
+            step(.advance, seconds: 60),
+            step(.update, ref: "email", item: ScenarioItem(notes: "recovery codes updated on this laptop")),
+            step(.advance, seconds: 60),
+            step(.anotherDevice, ref: "email", item: ScenarioItem(notes: "recovery codes updated on the phone")),
         ]
         for n in 1...7 {
-            steps += [step("advance", seconds: 60), step("update", ref: "bank", item: ScenarioItem(password: "bank-\(n)"))]
+            steps += [step(.advance, seconds: 60), step(.update, ref: "bank", item: ScenarioItem(password: "bank-\(n)"))]
         }
         steps += [
-            step("advance", seconds: 60),
-            step("softDelete", ref: "forum"),
-            step("advance", seconds: 60),
-            step("delete", ref: "wifi"),
-            step("online"),
-            step("advance", seconds: 60),
-            step("sync"),
+            step(.advance, seconds: 60),
+            step(.softDelete, ref: "forum"),
+            step(.advance, seconds: 60),
+            step(.delete, ref: "wifi"),
+            step(.online),
+            step(.advance, seconds: 60),
+            step(.sync),
         ]
         // Backup names carry the losing side's time: exact against the emulator's clock,
         // prefixes against a real server's.

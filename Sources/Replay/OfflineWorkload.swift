@@ -49,9 +49,9 @@ extension Simulation {
             local.append(ref)
             onServer.append(ref)
         }
-        var steps = [ScenarioStep("offline")]
+        var steps = [ScenarioStep(.offline)]
         func update(_ ref: String, _ change: ScenarioItem) {
-            steps.append(ScenarioStep("update", user: user.ref, ref: ref, item: change, optional: true))
+            steps.append(ScenarioStep(.update, user: user.ref, ref: ref, item: change, optional: true))
         }
         for _ in 0..<operations {
             let roll = rng.next() % 100
@@ -59,7 +59,7 @@ extension Simulation {
             switch roll {
             case 0..<14:
                 let ref = "c\(createdOffline.count)"
-                steps.append(ScenarioStep("create", user: user.ref, ref: ref, item: ScenarioItem(
+                steps.append(ScenarioStep(.create, user: user.ref, ref: ref, item: ScenarioItem(
                     name: "kill \(seed) \(ref)", notes: notes(), username: "user", password: password()), optional: true))
                 local.append(ref)
                 createdOffline.insert(ref)
@@ -72,7 +72,7 @@ extension Simulation {
                 for _ in 0..<(4 + Int(rng.next() % 3)) { update(ref, ScenarioItem(password: password())) }
             case 46..<54:
                 guard let ref = pick(active) else { continue }
-                steps.append(ScenarioStep("softDelete", user: user.ref, ref: ref, optional: true))
+                steps.append(ScenarioStep(.softDelete, user: user.ref, ref: ref, optional: true))
                 if createdOffline.contains(ref) {
                     local.removeAll { $0 == ref }   // never sent: removed locally
                 } else {
@@ -83,16 +83,16 @@ extension Simulation {
                 update(ref, chance(50) ? ScenarioItem(password: password()) : ScenarioItem(notes: notes()))
             case 60..<65:
                 guard let ref = pick(local) else { continue }
-                steps.append(ScenarioStep("delete", user: user.ref, ref: ref, optional: true))
+                steps.append(ScenarioStep(.delete, user: user.ref, ref: ref, optional: true))
                 local.removeAll { $0 == ref }
                 trashed.remove(ref)
             case 65..<85:
                 guard let ref = pick(onServer) else { continue }
                 let change = chance(60) ? ScenarioItem(notes: "other device \(notes())") : ScenarioItem(password: password())
-                steps.append(ScenarioStep("anotherDevice", user: user.ref, ref: ref, item: change, optional: true))
+                steps.append(ScenarioStep(.anotherDevice, user: user.ref, ref: ref, item: change, optional: true))
             default:
                 guard let ref = pick(onServer) else { continue }
-                steps.append(ScenarioStep("anotherDeviceDelete", user: user.ref, ref: ref, optional: true))
+                steps.append(ScenarioStep(.anotherDeviceDelete, user: user.ref, ref: ref, optional: true))
                 onServer.removeAll { $0 == ref }
             }
         }

@@ -1,3 +1,4 @@
+import BitwardenEmulator
 import Foundation
 import VaultCrypto
 
@@ -10,7 +11,7 @@ public struct Scenario: Codable, Sendable, Equatable {
     public var name: String
     public var description: String?
     /// `bitwarden` (default) or `vaultwarden`.
-    public var flavor: String?
+    public var flavor: EmulatorFlavor?
     /// Seeds ids, IVs and keys; the same seed gives the same log byte for byte.
     public var seed: UInt64?
     /// Accounts on the server (default: one user `alice`).
@@ -20,7 +21,7 @@ public struct Scenario: Codable, Sendable, Equatable {
     public var steps: [ScenarioStep]
     public var expect: ScenarioExpectation
 
-    public init(name: String, description: String? = nil, flavor: String? = nil, seed: UInt64? = nil,
+    public init(name: String, description: String? = nil, flavor: EmulatorFlavor? = nil, seed: UInt64? = nil,
                 users: [ScenarioUser]? = nil, server: [ScenarioServerItem]? = nil, steps: [ScenarioStep], expect: ScenarioExpectation) {
         self.name = name
         self.description = description
@@ -118,7 +119,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// step expect a thrown error, e.g. an organization item that is never saved offline;
 /// `optional` ignores a failure of the step.
 public struct ScenarioStep: Codable, Sendable, Equatable {
-    public var `do`: String
+    public var `do`: ScenarioAction
     public var user: String?
     public var ref: String?
     public var item: ScenarioItem?
@@ -130,7 +131,7 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
     /// the server does not have yet).
     public var optional: Bool?
 
-    public init(_ action: String, user: String? = nil, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil,
+    public init(_ action: ScenarioAction, user: String? = nil, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil,
                 fault: ScenarioFault? = nil, afterEffect: Int? = nil, expectError: String? = nil, optional: Bool? = nil) {
         self.do = action
         self.user = user
@@ -141,6 +142,30 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
         self.afterEffect = afterEffect
         self.expectError = expectError
         self.optional = optional
+    }
+}
+
+/// What a ``ScenarioStep`` does (its `do` field; the table on ``ScenarioStep`` says what each
+/// one needs). Stored as its name, so files written before this type existed still decode; an
+/// unknown name is refused when the file is read, naming the step and listing the known ones.
+public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStringConvertible {
+    case offline, online, advance
+    case create, update, softDelete, delete
+    case anotherDevice, anotherDeviceDelete, anotherDeviceCreate, createFolder
+    case lock, unlock, sync, resolve, retryDeadLetters
+    case fault, crash
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let name = try container.decode(String.self)
+        guard let action = ScenarioAction(rawValue: name) else {
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "unknown action '\(name)' (known: \(Self.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        self = action
     }
 }
 
@@ -293,7 +318,7 @@ extension Scenario {
 public enum ReplayError: Error, Sendable, Equatable, CustomStringConvertible {
     case unreadable(path: String, reason: String)
     case malformed(path: String, reason: String)
-    /// A step the runner cannot perform (unknown action, unknown ref...).
+    /// A step the runner cannot perform (an unknown ref, a missing argument...).
     case badStep(index: Int, reason: String)
 
     public var description: String {

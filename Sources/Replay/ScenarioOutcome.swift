@@ -47,7 +47,7 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// `initial` (on the server before the first step), `create`, `update`, `softDelete`,
     /// `delete` (the user), `anotherDevice`, `anotherDeviceDelete`, `syncApplied` (a sync that
     /// replaced the device's copies with the server's).
-    public var action: String
+    public var action: JournalAction
     /// The plaintext saved (creates and edits; the initial content).
     public var content: ScenarioItem?
     /// Saved offline (the repository fell back to the log), or not applied online.
@@ -61,7 +61,7 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// sync never replaces an item with pending changes, e.g. one made while locked).
     public var kept: [String]?
 
-    public init(step: Int, ref: String, action: String, content: ScenarioItem?, offline: Bool,
+    public init(step: Int, ref: String, action: JournalAction, content: ScenarioItem?, offline: Bool,
                 pendingBefore: Bool? = nil, user: String? = nil, kept: [String]? = nil) {
         self.step = step
         self.ref = ref
@@ -72,4 +72,27 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
         self.user = user
         self.kept = kept
     }
+}
+
+/// What a journal entry records. Stored by its name (`"create"`, `"syncApplied"`, ...).
+public enum JournalAction: String, Codable, Sendable, CaseIterable {
+    /// An item the scenario put on the server before the run.
+    case initial
+    /// The device created the item.
+    case create
+    /// The device edited the item.
+    case update
+    /// The device moved the item to the trash.
+    case softDelete
+    /// The device deleted the item for good.
+    case delete
+    /// Another device edited the item.
+    case anotherDevice
+    /// Another device deleted the item.
+    case anotherDeviceDelete
+    /// A full sync was applied (`kept`: the refs whose pending local copy it kept).
+    case syncApplied
+
+    /// Whether another device did it.
+    public var isAnotherDevice: Bool { self == .anotherDevice || self == .anotherDeviceDelete }
 }

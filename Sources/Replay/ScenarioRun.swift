@@ -78,7 +78,7 @@ final class Run: @unchecked Sendable {
         case .embedded:
             var configuration = EmulatorConfiguration()
             configuration.logger = runner.logger
-            configuration.flavor = scenario.flavor == "vaultwarden" ? .vaultwarden : .bitwarden
+            configuration.flavor = scenario.flavor ?? .bitwarden
             configuration.now = { clock.now }
             configuration.random = SeededRandomSource(seed: seed &+ 7)
             let emulator = BitwardenEmulator(configuration: configuration)
@@ -110,7 +110,7 @@ final class Run: @unchecked Sendable {
             let stored = try await user.onOtherDevice { try await $0.createCipher(encrypted) }
             try await store.applyLocal([.upsert(stored)], userId: user.userId)
             refs[entry.ref] = (user.ref, stored.id!)
-            journal.append(.init(step: -1, ref: entry.ref, action: "initial", content: content(Self.view(entry.item)), offline: false,
+            journal.append(.init(step: -1, ref: entry.ref, action: .initial, content: content(Self.view(entry.item)), offline: false,
                                  pendingBefore: false, user: user.ref))
         }
     }

@@ -56,7 +56,7 @@ extension Simulation {
             if let password = item.password { recoverable.insert(password) }
             recoverable.formUnion(item.passwordHistory ?? [])
         }
-        let syncs = journal.filter { $0.action == "syncApplied" }
+        let syncs = journal.filter { $0.action == .syncApplied }
         /// The last step at which the device replaced its copy of `ref` with the server's, before
         /// `step` (a sync keeps the copy of an item still pending after it).
         func lastRefresh(user: String?, ref: String, before step: Int) -> Int {
@@ -65,8 +65,8 @@ extension Simulation {
         }
         let byRef = Dictionary(grouping: journal.filter { !$0.ref.isEmpty }, by: \.ref)
         for (ref, entries) in byRef.sorted(by: { $0.key < $1.key }) {
-            let own = entries.filter { !$0.action.hasPrefix("anotherDevice") }
-            let other = entries.filter { $0.action.hasPrefix("anotherDevice") }
+            let own = entries.filter { !$0.action.isAnotherDevice }
+            let other = entries.filter { $0.action.isAnotherDevice }
             guard let last = own.last else { continue }
             let name = entries.compactMap { $0.content?.name }.first
             /// Another device touched the item after the device last saw it, before `step` or later.
@@ -81,20 +81,20 @@ extension Simulation {
             // server is concerned.
             var discardingSteps = Set<Int>()
             var inCreateBatch = false
-            for entry in own where entry.action != "initial" {
+            for entry in own where entry.action != .initial {
                 let pendingBefore = entry.pendingBefore ?? false
-                if !pendingBefore { inCreateBatch = entry.action == "create" && entry.offline }
-                if entry.action == "softDelete", pendingBefore, inCreateBatch { discardingSteps.insert(entry.step) }
+                if !pendingBefore { inCreateBatch = entry.action == .create && entry.offline }
+                if entry.action == .softDelete, pendingBefore, inCreateBatch { discardingSteps.insert(entry.step) }
             }
 
             // 2 and 3: the fate of the last thing the user did.
             let touchedAfter = other.contains { $0.step > last.step }
             switch last.action {
-            case "softDelete" where discardingSteps.contains(last.step):
+            case .softDelete where discardingSteps.contains(last.step):
                 if let name, serverItems.contains(where: { $0.name == name && $0.deleted != true }) {
                     violations.append("invariant 2: \(ref): a pending create trashed by the user is active on the server")
                 }
-            case "softDelete":
+            case .softDelete:
                 // The version trashed: the user's last one or, when a conflict kept another
                 // device's version, that one (the user's then lives on as a backup).
                 let mine = own.last(where: { $0.content != nil && $0.step < last.step })?.content
@@ -103,12 +103,12 @@ extension Simulation {
                    !([mine] + theirs).contains(where: { holds($0, trashed: true) }) {
                     violations.append("invariant 2: \(ref): trashed by the user, but its last version (\(mine.password ?? "-"), \(mine.notes ?? "-")) is not in the server's trash")
                 }
-            case "delete":
+            case .delete:
                 if let name, !otherDeviceSince(refreshBefore: last.step, user: last.user),
                    serverItems.contains(where: { $0.name == name }) {
                     violations.append("invariant 3: \(ref): permanently deleted by the user, but the server still has it")
                 }
-            default:
+            case .initial, .create, .update, .anotherDevice, .anotherDeviceDelete, .syncApplied:
                 if let content = last.content, !touchedAfter, !holds(content) {
                     violations.append("invariant 2: \(ref): the last saved version (\(content.password ?? "-"), \(content.notes ?? "-")) is not on the server")
                 }
@@ -123,28 +123,28 @@ extension Simulation {
             for entry in entries {
                 let changed = entry.content.map { $0.password != previousPassword } ?? false
                 if let content = entry.content { previousPassword = content.password }
-                guard entry.action != "initial" else { continue }
-                if entry.action.hasPrefix("anotherDevice") {
+                guard entry.action != .initial else { continue }
+                if entry.action.isAnotherDevice {
                     if changed { plainPasswordChanges.append(entry.step) }
                     continue
                 }
                 let pendingBefore = entry.pendingBefore ?? false
                 let pendingAfter = entry.offline || pendingBefore
                 if !pendingBefore && pendingAfter {
-                    batches.append((entry.action == "create", 0, entry.step))
+                    batches.append((entry.action == .create, 0, entry.step))
                 }
-                if pendingAfter, changed, ["create", "update"].contains(entry.action) {
-                    if !batches.isEmpty, entry.action == "update" { batches[batches.count - 1].passwordChanges += 1 }
+                if pendingAfter, changed, [.create, .update].contains(entry.action) {
+                    if !batches.isEmpty, entry.action == .update { batches[batches.count - 1].passwordChanges += 1 }
                     if let password = entry.content?.password { typedWhilePending.append((password, entry.step, batches.count - 1)) }
-                } else if changed, entry.action == "update" {
+                } else if changed, entry.action == .update {
                     plainPasswordChanges.append(entry.step)
                 }
             }
 
             // 1: passwords typed while pending.
             for (password, step, batch) in typedWhilePending where !recoverable.contains(password) {
-                let deletedLater = own.contains { ($0.action == "delete" || discardingSteps.contains($0.step)) && $0.step > step }
-                    || other.contains { $0.action == "anotherDeviceDelete" && $0.step > step && $0.pendingBefore == false }
+                let deletedLater = own.contains { ($0.action == .delete || discardingSteps.contains($0.step)) && $0.step > step }
+                    || other.contains { $0.action == .anotherDeviceDelete && $0.step > step && $0.pendingBefore == false }
                 // Once its batch is resolved a password is ordinary history: later changes (with
                 // nothing pending, or in a later batch) follow Bitwarden's 5-entry rule.
                 let pushedOut = plainPasswordChanges.contains { $0 > step }

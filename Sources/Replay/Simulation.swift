@@ -62,7 +62,7 @@ public enum Simulation {
             for n in 0..<(1 + Int(rng.next() % 2)) {
                 let ref = "f-\(user.ref)-\(n)"
                 folders[user.ref, default: []].append(ref)
-                steps.append(ScenarioStep("createFolder", user: user.ref, ref: ref))
+                steps.append(ScenarioStep(.createFolder, user: user.ref, ref: ref))
             }
         }
         func maybeFolder(_ user: String) -> String? {
@@ -79,7 +79,7 @@ public enum Simulation {
         func setOffline(_ value: Bool) {
             guard offline != value else { return }
             offline = value
-            steps.append(ScenarioStep(value ? "offline" : "online"))
+            steps.append(ScenarioStep(value ? .offline : .online))
         }
         func live() -> [(ref: String, user: String)] { refs.filter { !gone.contains($0.ref) } }
         func update(_ target: (ref: String, user: String), passwordChange: Bool) {
@@ -87,10 +87,10 @@ public enum Simulation {
             var change = ScenarioItem()
             if passwordChange { change.password = password() } else { change.notes = "note \(counter)" }
             if chance(30) { change.folder = maybeFolder(target.user) }
-            steps.append(ScenarioStep("update", user: target.user, ref: target.ref, item: change, optional: true))
+            steps.append(ScenarioStep(.update, user: target.user, ref: target.ref, item: change, optional: true))
         }
         func trash(_ target: (ref: String, user: String), permanent: Bool) {
-            steps.append(ScenarioStep(permanent ? "delete" : "softDelete", user: target.user, ref: target.ref, optional: true))
+            steps.append(ScenarioStep(permanent ? .delete : .softDelete, user: target.user, ref: target.ref, optional: true))
             gone.insert(target.ref)
         }
         for _ in 0..<operations {
@@ -101,14 +101,14 @@ public enum Simulation {
             case 0..<8:
                 setOffline(!offline)
             case 8..<15:
-                steps.append(ScenarioStep("advance", seconds: Double(1 + rng.next() % 900)))
+                steps.append(ScenarioStep(.advance, seconds: Double(1 + rng.next() % 900)))
             case 15..<25:
                 let user = pick(users).ref
                 let ref = "i\(refs.count)"
                 refs.append((ref, user))
                 var item = newContent(ref)
                 item.folder = maybeFolder(user)
-                steps.append(ScenarioStep("create", user: user, ref: ref, item: item, optional: true))
+                steps.append(ScenarioStep(.create, user: user, ref: ref, item: item, optional: true))
             case 25..<43:
                 guard let target else { continue }
                 update(target, passwordChange: chance(70))
@@ -118,15 +118,15 @@ public enum Simulation {
                 guard let target else { continue }
                 for _ in 0..<(3 + Int(rng.next() % 6)) {
                     update(target, passwordChange: true)
-                    if chance(30) { steps.append(ScenarioStep("advance", seconds: Double(1 + rng.next() % 120))) }
+                    if chance(30) { steps.append(ScenarioStep(.advance, seconds: Double(1 + rng.next() % 120))) }
                 }
                 if chance(40) {
                     // Sometimes the resolution stops after its first server effect (a backup)
                     // before the trash move: the half-done change must still be a trash move.
                     if chance(40) {
                         setOffline(false)
-                        steps.append(ScenarioStep("crash", afterEffect: 1))
-                        steps.append(ScenarioStep("sync", user: target.user, optional: true))
+                        steps.append(ScenarioStep(.crash, afterEffect: 1))
+                        steps.append(ScenarioStep(.sync, user: target.user, optional: true))
                         setOffline(true)
                     }
                     trash(target, permanent: chance(30))
@@ -151,37 +151,37 @@ public enum Simulation {
             case 61..<68:
                 guard let target else { continue }
                 counter += 1
-                steps.append(ScenarioStep("anotherDevice", user: target.user, ref: target.ref,
+                steps.append(ScenarioStep(.anotherDevice, user: target.user, ref: target.ref,
                                           item: ScenarioItem(notes: "other device \(counter)"), optional: true))
             case 68..<70:
                 guard let target else { continue }
-                steps.append(ScenarioStep("anotherDeviceDelete", user: target.user, ref: target.ref, optional: true))
+                steps.append(ScenarioStep(.anotherDeviceDelete, user: target.user, ref: target.ref, optional: true))
             case 70..<73:
                 let user = pick(users).ref
-                if locked.contains(user) { locked.remove(user); steps.append(ScenarioStep("unlock", user: user)) }
-                else { locked.insert(user); steps.append(ScenarioStep("lock", user: user)) }
+                if locked.contains(user) { locked.remove(user); steps.append(ScenarioStep(.unlock, user: user)) }
+                else { locked.insert(user); steps.append(ScenarioStep(.lock, user: user)) }
             case 73..<80:
                 // A lost response on any request type, or a few failing answers.
                 let (method, path) = pick(routes)
                 if method != "GET", chance(50) {
-                    steps.append(ScenarioStep("fault", fault: ScenarioFault(dropResponseAfterApply: 1, method: method, path: path)))
+                    steps.append(ScenarioStep(.fault, fault: ScenarioFault(dropResponseAfterApply: 1, method: method, path: path)))
                 } else if failingAnswers < 5 {
                     let n = min(5 - failingAnswers, Int(1 + rng.next() % 3))
                     failingAnswers += n
-                    steps.append(ScenarioStep("fault", fault: ScenarioFault(failNext: n, method: method, path: path,
+                    steps.append(ScenarioStep(.fault, fault: ScenarioFault(failNext: n, method: method, path: path,
                                                                             status: pick([500, 502, 503]))))
                 }
             case 80..<83:
-                steps.append(ScenarioStep("crash", afterEffect: Int(1 + rng.next() % 3)))
-                steps.append(ScenarioStep("sync", user: pick(users).ref, optional: true))
+                steps.append(ScenarioStep(.crash, afterEffect: Int(1 + rng.next() % 3)))
+                steps.append(ScenarioStep(.sync, user: pick(users).ref, optional: true))
             case 83..<85:
                 // A long offline period: a sync attempt every 30 minutes, for up to a day.
                 setOffline(true)
                 if let target { update(target, passwordChange: true) }
                 let user = pick(users).ref
                 for _ in 0..<(10 + Int(rng.next() % 39)) {
-                    steps.append(ScenarioStep("advance", seconds: 1800))
-                    steps.append(ScenarioStep("sync", user: user, optional: true))
+                    steps.append(ScenarioStep(.advance, seconds: 1800))
+                    steps.append(ScenarioStep(.sync, user: user, optional: true))
                 }
             case 85..<87:
                 // An item dead-lettered by its server's answers, then edited again by the user.
@@ -189,35 +189,35 @@ public enum Simulation {
                 setOffline(true)
                 update(target, passwordChange: true)
                 setOffline(false)
-                steps.append(ScenarioStep("fault", fault: ScenarioFault(failNext: 6, method: "GET", path: "/api/ciphers/{\(target.ref)}",
+                steps.append(ScenarioStep(.fault, fault: ScenarioFault(failNext: 6, method: "GET", path: "/api/ciphers/{\(target.ref)}",
                                                                         status: 500), optional: true))
                 for _ in 0..<6 {
-                    steps.append(ScenarioStep("advance", seconds: 30_000))
-                    steps.append(ScenarioStep("sync", user: target.user, optional: true))
+                    steps.append(ScenarioStep(.advance, seconds: 30_000))
+                    steps.append(ScenarioStep(.sync, user: target.user, optional: true))
                 }
-                steps.append(ScenarioStep("fault", fault: ScenarioFault(clear: true)))
+                steps.append(ScenarioStep(.fault, fault: ScenarioFault(clear: true)))
                 failingAnswers = 0
                 if chance(50) { setOffline(true) }
                 update(target, passwordChange: true)
             default:
-                steps.append(ScenarioStep("sync", user: pick(users).ref, optional: true))
+                steps.append(ScenarioStep(.sync, user: pick(users).ref, optional: true))
             }
         }
         // Convergence: the server healthy, every vault unlocked, the backoff horizon passed.
-        steps.append(ScenarioStep("fault", fault: ScenarioFault(clear: true)))
-        steps.append(ScenarioStep("online"))
+        steps.append(ScenarioStep(.fault, fault: ScenarioFault(clear: true)))
+        steps.append(ScenarioStep(.online))
         for user in users {
-            steps.append(ScenarioStep("unlock", user: user.ref))
+            steps.append(ScenarioStep(.unlock, user: user.ref))
         }
         for _ in 0..<2 {
-            steps.append(ScenarioStep("advance", seconds: 864_000))
+            steps.append(ScenarioStep(.advance, seconds: 864_000))
             for user in users {
-                steps.append(ScenarioStep("sync", user: user.ref, optional: true))
+                steps.append(ScenarioStep(.sync, user: user.ref, optional: true))
             }
         }
         // Odd seeds meet the Vaultwarden flavour of the emulator, even seeds Bitwarden's.
         return Scenario(name: "simulation-\(seed)", description: "generated by Simulation.scenario(seed: \(seed), operations: \(operations))",
-                        flavor: seed % 2 == 1 ? "vaultwarden" : nil, seed: seed, users: users, server: server, steps: steps, expect: ScenarioExpectation())
+                        flavor: seed % 2 == 1 ? .vaultwarden : nil, seed: seed, users: users, server: server, steps: steps, expect: ScenarioExpectation())
     }
 
 }

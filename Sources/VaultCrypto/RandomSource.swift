@@ -12,6 +12,25 @@ public protocol RandomSource: Sendable {
     func bytes(_ count: Int) -> [UInt8]
 }
 
+extension RandomSource {
+    /// A version-4 UUID string from 16 bytes of this source, lowercase as both Bitwarden
+    /// servers write ids (`xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx`).
+    public func uuidString() -> String {
+        var b = bytes(16)
+        b[6] = (b[6] & 0x0F) | 0x40
+        b[8] = (b[8] & 0x3F) | 0x80
+        let digits = Array("0123456789abcdef")
+        var out = ""
+        out.reserveCapacity(36)
+        for (i, byte) in b.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append("-") }
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return out
+    }
+}
+
 /// The operating system's cryptographically secure generator (`/dev/urandom` on Linux,
 /// `arc4random_buf` on Apple platforms).
 public struct SystemRandomSource: RandomSource {

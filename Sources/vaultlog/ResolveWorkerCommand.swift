@@ -99,7 +99,7 @@ struct ResolveWorker: AsyncParsableCommand {
                 encoder.outputFormatting = [.sortedKeys]
                 try encoder.encode(prepared).write(to: URL(fileURLWithPath: journal))
                 let offline = outcome.journal.filter(\.offline).count
-                let other = outcome.journal.filter { $0.action.hasPrefix("anotherDevice") }.count
+                let other = outcome.journal.filter { $0.action.isAnotherDevice }.count
                 ResolveWorker.say("prepared seed \(seed): \(offline) offline edits, \(other) other-device changes, \(prepared.pending) pending")
             }
         }

@@ -342,7 +342,7 @@ import VaultModel
             for (index, line) in touched.enumerated() {
                 guard let name = try? EncString(String(line)).decryptString(key: userKey),
                       let ref = prepared.journal.first(where: { $0.content?.name == name })?.ref else { continue }
-                journal.append(ScenarioJournalEntry(step: 1_000_000 + index, ref: ref, action: "anotherDevice", content: nil, offline: false))
+                journal.append(ScenarioJournalEntry(step: 1_000_000 + index, ref: ref, action: .anotherDevice, content: nil, offline: false))
             }
             violations += Simulation.check(journal: journal, pending: ["u1": pending], server: ["u1": items])
             // A create posted twice carries the item's own name twice, whatever was edited

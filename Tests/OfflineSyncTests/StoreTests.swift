@@ -15,8 +15,9 @@ import VaultModel
         edited.notes = try EncString("2.kTtIypq9OLzd5iMMbU11pQ==|J4i3hTtGVdg7EZ+AQv/ujg==|QJpSpotQVpIW8j8dR/8l015WJzAIxBaOmrz4Uj/V1JA=")
         let before = try h.local(view.id!)
         #expect(throws: InjectedFailure.self) {
-            try h.store.append(userId: h.userId, cipherId: view.id!, type: .updated,
-                               body: .operation(OperationBody(cipher: edited, passwordChanged: false, baseRevisionDate: nil, at: BitwardenDate(h.clock.now))),
+            let body = VaultEvent.Body.operation(OperationBody(cipher: edited, passwordChanged: false, baseRevisionDate: nil,
+                                                               at: BitwardenDate(h.clock.now)))
+            try h.store.append(userId: h.userId, events: [.init(cipherId: view.id!, type: .updated, body: body)],
                                localChanges: [.upsert(edited)],
                                beforeCommit: { _ in throw InjectedFailure() })
         }

@@ -54,16 +54,35 @@ import Testing
         }
     }
 
-    @Test func unknownStep_isABadStepNamingIt() async throws {
-        let scenario = Scenario(name: "bad", steps: [ScenarioStep("teleport")], expect: ScenarioExpectation())
-        await #expect(throws: ReplayError.badStep(index: 0, reason: "unknown action 'teleport'")) {
-            try await ScenarioRunner().run(scenario)
+    @Test func unknownFlavor_isRefusedNamingIt_notRunAsBitwarden() throws {
+        let path = NSTemporaryDirectory() + "bad-flavor-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(#"{"format": 1, "name": "x", "flavor": "vaultwardn", "steps": [], "expect": {}}"#.utf8)
+            .write(to: URL(fileURLWithPath: path))
+        #expect {
+            try Scenario.load(path: path)
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains(path) && text.contains("flavor") && text.contains("vaultwardn")
+        }
+    }
+
+    /// An unknown action is refused when the file is read (before anything runs), naming the
+    /// step, the action and the ones that exist.
+    @Test func unknownAction_isRefusedOnLoad_namingTheStepAndTheKnownActions() throws {
+        let json = #"{"format": 1, "name": "bad", "steps": [{"do": "offline"}, {"do": "teleport"}], "expect": {}}"#
+        #expect {
+            try Scenario.decode(Data(json.utf8), path: "bad.json")
+        } throws: { error in
+            let text = "\(error)"
+            return text.hasPrefix("bad.json: not a valid scenario") && text.contains("unknown action 'teleport'")
+                && text.contains("steps[1].do") && text.contains("softDelete")
         }
     }
 
     @Test func hugeAdvance_isABadStepNotATrap() async throws {
         for seconds in [1e300, -1, Double.infinity] {
-            let scenario = Scenario(name: "far", steps: [ScenarioStep("advance", seconds: seconds)], expect: ScenarioExpectation())
+            let scenario = Scenario(name: "far", steps: [ScenarioStep(.advance, seconds: seconds)], expect: ScenarioExpectation())
             await #expect(throws: ReplayError.badStep(index: 0, reason: "'advance' needs 'seconds' from 0 to 3153600000 (100 years)")) {
                 try await ScenarioRunner().run(scenario)
             }
@@ -72,7 +91,7 @@ import Testing
 
     @Test(arguments: [0, -3, 5_000_000])
     func faultCountOutOfRange_isABadStepNotATrap(count: Int) async throws {
-        let step = ScenarioStep("fault", fault: ScenarioFault(failNext: count, path: "/api/sync"))
+        let step = ScenarioStep(.fault, fault: ScenarioFault(failNext: count, path: "/api/sync"))
         let scenario = Scenario(name: "faults", steps: [step], expect: ScenarioExpectation())
         await #expect(throws: ReplayError.badStep(index: 0, reason: "'failNext' must be a count from 1 to 1000000 (got \(count))")) {
             try await ScenarioRunner().run(scenario)

@@ -44,7 +44,7 @@ import Darwin
         #expect(Simulation.scenario(seed: 77) == Simulation.scenario(seed: 77))
         #expect(Simulation.scenario(seed: 77) != Simulation.scenario(seed: 78))
         // Both server flavours are simulated: odd seeds Vaultwarden, even seeds Bitwarden.
-        #expect(Simulation.scenario(seed: 77).flavor == "vaultwarden")
+        #expect(Simulation.scenario(seed: 77).flavor == .vaultwarden)
         #expect(Simulation.scenario(seed: 78).flavor == nil)
         let first = try await ScenarioRunner().run(Simulation.scenario(seed: 77))
         let second = try await ScenarioRunner().run(Simulation.scenario(seed: 77))
@@ -57,13 +57,13 @@ import Darwin
         let workload = Simulation.offlineWorkload(seed: 5, user: user, items: 20, operations: 100)
         #expect(workload == Simulation.offlineWorkload(seed: 5, user: user, items: 20, operations: 100))
         #expect(workload != Simulation.offlineWorkload(seed: 6, user: user, items: 20, operations: 100))
-        #expect(workload.steps.first?.do == "offline")
+        #expect(workload.steps.first?.do == .offline)
         let actions = Set(workload.steps.map(\.do))
-        #expect(actions == ["offline", "create", "update", "softDelete", "delete", "anotherDevice", "anotherDeviceDelete"])
+        #expect(actions == [.offline, .create, .update, .softDelete, .delete, .anotherDevice, .anotherDeviceDelete])
         // A burst: four password changes in a row on one item (a soft conflict).
         let burst = workload.steps.indices.dropLast(3).contains { i in
             let run = workload.steps[i..<(i + 4)]
-            return run.allSatisfy { $0.do == "update" && $0.ref == run.first!.ref && $0.item?.password != nil }
+            return run.allSatisfy { $0.do == .update && $0.ref == run.first!.ref && $0.item?.password != nil }
         }
         #expect(burst)
     }
@@ -73,7 +73,7 @@ import Darwin
     @Test func offlineWorkload_resolvedBySync_holdsEveryInvariant() async throws {
         let user = ScenarioUser(ref: "u1", email: "kill@example.com", password: "pw")
         var scenario = Simulation.offlineWorkload(seed: 5, user: user, items: 10, operations: 40)
-        scenario.steps += [ScenarioStep("online"), ScenarioStep("advance", seconds: 60), ScenarioStep("sync", user: "u1")]
+        scenario.steps += [ScenarioStep(.online), ScenarioStep(.advance, seconds: 60), ScenarioStep(.sync, user: "u1")]
         let outcome = try await ScenarioRunner().run(scenario)
         #expect(outcome.actual.pending?["u1"] == 0)
         #expect(Simulation.check(outcome) == [])
@@ -116,7 +116,7 @@ import Darwin
             pending: ["u1": 1],
             server: ["u1": [ScenarioItemExpectation(name: "a", password: "p1", notes: "n"),
                             ScenarioItemExpectation(name: "a", password: "p1", notes: "n")]]))
-        outcome.journal = [ScenarioJournalEntry(step: 0, ref: "a", action: "update",
+        outcome.journal = [ScenarioJournalEntry(step: 0, ref: "a", action: .update,
                                                 content: ScenarioItem(name: "a", notes: "n", password: "p2"), offline: true)]
         let violations = Simulation.check(outcome)
         #expect(violations.contains { $0.hasPrefix("invariant 5") })
@@ -129,11 +129,11 @@ import Darwin
     /// typed offline and then lost by an online trash move, a trash that did not reach the
     /// server's trash, a permanent delete that came back, and a backup nobody asked for.
     @Test func checker_seesTheCasesTheOldChecksSkipped() {
-        let initial = ScenarioJournalEntry(step: -1, ref: "a", action: "initial",
+        let initial = ScenarioJournalEntry(step: -1, ref: "a", action: .initial,
                                            content: ScenarioItem(name: "a", notes: "n", password: "p0"), offline: false, pendingBefore: false)
-        let offlineEdit = ScenarioJournalEntry(step: 1, ref: "a", action: "update",
+        let offlineEdit = ScenarioJournalEntry(step: 1, ref: "a", action: .update,
                                                content: ScenarioItem(name: "a", notes: "n", password: "p1"), offline: true, pendingBefore: false)
-        let onlineTrash = ScenarioJournalEntry(step: 2, ref: "a", action: "softDelete", content: nil, offline: false, pendingBefore: true)
+        let onlineTrash = ScenarioJournalEntry(step: 2, ref: "a", action: .softDelete, content: nil, offline: false, pendingBefore: true)
         // The server kept the old password, active, and made a backup.
         let violations = Simulation.check(journal: [initial, offlineEdit, onlineTrash], pending: ["u1": 0], server: ["u1": [
             ScenarioItemExpectation(name: "a", password: "p0", notes: "n", passwordHistory: [], deleted: false),
@@ -143,7 +143,7 @@ import Darwin
         #expect(violations.contains { $0.hasPrefix("invariant 2: a: trashed by the user") })
         #expect(violations.contains { $0.hasPrefix("invariant 4: a: 1 backup(s)") })
 
-        let delete = ScenarioJournalEntry(step: 2, ref: "a", action: "delete", content: nil, offline: false, pendingBefore: true)
+        let delete = ScenarioJournalEntry(step: 2, ref: "a", action: .delete, content: nil, offline: false, pendingBefore: true)
         let cameBack = Simulation.check(journal: [initial, offlineEdit, delete], pending: ["u1": 0], server: ["u1": [
             ScenarioItemExpectation(name: "a", password: "p0", notes: "n", passwordHistory: [], deleted: false),
         ]])
@@ -157,21 +157,21 @@ import Darwin
     /// edit, so the delete the conflict rule then drops is not a violation; after a sync that
     /// did refresh the item, the delete is owed.
     @Test func checker_aSyncThatKeptThePendingCopyIsNoRefreshOfThatItem() {
-        let initial = ScenarioJournalEntry(step: -1, ref: "a", action: "initial",
+        let initial = ScenarioJournalEntry(step: -1, ref: "a", action: .initial,
                                            content: ScenarioItem(name: "a", notes: "n", password: "p0"), offline: false, pendingBefore: false)
-        let offlineEdit = ScenarioJournalEntry(step: 1, ref: "a", action: "update",
+        let offlineEdit = ScenarioJournalEntry(step: 1, ref: "a", action: .update,
                                                content: ScenarioItem(name: "a", notes: "n", password: "p1"), offline: true, pendingBefore: false)
-        let other = ScenarioJournalEntry(step: 2, ref: "a", action: "anotherDevice",
+        let other = ScenarioJournalEntry(step: 2, ref: "a", action: .anotherDevice,
                                          content: ScenarioItem(name: "a", notes: "other", password: "p0"), offline: false, pendingBefore: true)
-        let delete = ScenarioJournalEntry(step: 5, ref: "a", action: "delete", content: nil, offline: false, pendingBefore: true, user: "u1")
+        let delete = ScenarioJournalEntry(step: 5, ref: "a", action: .delete, content: nil, offline: false, pendingBefore: true, user: "u1")
         let server: [String: [ScenarioItemExpectation]] = ["u1": [
             ScenarioItemExpectation(name: "a", password: "p0", notes: "other", passwordHistory: [], deleted: false),
             ScenarioItemExpectation(name: "a - 2026-01-01 00:00:00", password: "p1", notes: "n", passwordHistory: [], deleted: false),
         ]]
-        let keptSync = ScenarioJournalEntry(step: 3, ref: "", action: "syncApplied", content: nil, offline: false, user: "u1", kept: ["a"])
+        let keptSync = ScenarioJournalEntry(step: 3, ref: "", action: .syncApplied, content: nil, offline: false, user: "u1", kept: ["a"])
         let kept = Simulation.check(journal: [initial, offlineEdit, other, keptSync, delete], pending: ["u1": 0], server: server)
         #expect(!kept.contains { $0.hasPrefix("invariant 3") }, "\(kept)")
-        let refreshingSync = ScenarioJournalEntry(step: 3, ref: "", action: "syncApplied", content: nil, offline: false, user: "u1")
+        let refreshingSync = ScenarioJournalEntry(step: 3, ref: "", action: .syncApplied, content: nil, offline: false, user: "u1")
         let refreshed = Simulation.check(journal: [initial, offlineEdit, other, refreshingSync, delete], pending: ["u1": 0], server: server)
         #expect(refreshed.contains { $0.hasPrefix("invariant 3: a: permanently deleted") }, "\(refreshed)")
     }

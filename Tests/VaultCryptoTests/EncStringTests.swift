@@ -121,6 +121,19 @@ import Crypto
         #expect(try JSONDecoder().decode([String: EncString].self, from: json)["name"] == enc)
     }
 
+    /// Ids the emulator and the deterministic dependencies make: a version-4 UUID that
+    /// Foundation parses back to the same string, the same for the same seed.
+    @Test func uuidString_isAVersion4UUID_thatFoundationReadsBack() {
+        for seed in UInt64(0)..<200 {
+            let id = SeededRandomSource(seed: seed).uuidString()
+            #expect(id == SeededRandomSource(seed: seed).uuidString())
+            #expect(UUID(uuidString: id)?.uuidString.lowercased() == id)
+            let chars = Array(id)
+            #expect(chars[14] == "4")
+            #expect("89ab".contains(chars[19]))
+        }
+    }
+
     @Test func seededRandom_isDeterministic() {
         #expect(SeededRandomSource(seed: 42).bytes(40) == SeededRandomSource(seed: 42).bytes(40))
         #expect(SeededRandomSource(seed: 42).bytes(16) != SeededRandomSource(seed: 43).bytes(16))

@@ -1,0 +1,32 @@
+import Dispatch
+import Foundation
+
+/// `(0..<count).map(transform)`, spread over the cores when `count` reaches `threshold`
+/// (results in index order). Used to seal a batch of events before its commit and to open a
+/// batch of envelopes for a fold: both are pure per-element work on independent inputs.
+///
+/// The results are written into one buffer that is deinitialized and freed before returning
+/// (the copy in the returned array is the only one left), so large batches do not leak.
+package func parallelMap<T: Sendable>(count: Int, threshold: Int,
+                                      _ transform: @Sendable (Int) -> T) -> [T] {
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    guard count >= threshold, cores > 1 else { return (0..<count).map(transform) }
+    let results = UnsafeMutableBufferPointer<T?>.allocate(capacity: count)
+    results.initialize(repeating: nil)
+    defer { results.deinitialize(); results.deallocate() }
+    nonisolated(unsafe) let output = results
+    let chunks = min(count, cores * 4)
+    DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+        // Each chunk writes only its own disjoint range of `output`.
+        for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { output[i] = transform(i) }
+    }
+    return results.map { $0! }
+}
+
+/// ``parallelMap(count:threshold:_:)`` for a throwing transform: every element is attempted,
+/// and the first error in index order is thrown.
+package func parallelMap<T: Sendable>(count: Int, threshold: Int,
+                                      _ transform: @Sendable (Int) throws -> T) throws -> [T] {
+    try parallelMap(count: count, threshold: threshold) { i in Result { try transform(i) } }
+        .map { try $0.get() }
+}
