@@ -46,13 +46,6 @@ extension BitwardenClient {
         return Data(text.utf8)
     }
 
-    /// An id as one path segment (ids are UUIDs; anything else must not escape the route).
-    static func segment(_ id: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
-    }
-
     /// The `sub` claim of a JWT (clients read the user id from the access token).
     static func subject(ofJWT token: String) -> String? {
         let parts = token.split(separator: ".")

@@ -72,8 +72,8 @@ public final class BitwardenClient: CipherServer, Sendable {
     public func login(email: String, password: String) async throws -> LoginResult {
         let configuration = state.withLock { $0.configuration }
         let preloginBody = try JSONSerialization.data(withJSONObject: ["email": email])
-        let preloginData = try await send("POST", .identity, "/accounts/prelogin", body: preloginBody, authorized: false)
-        let preloginRoute = "POST identity/accounts/prelogin"
+        let preloginData = try await send(.prelogin, body: preloginBody)
+        let preloginRoute = BitwardenEndpoint.prelogin.route()
         guard let prelogin = LooseJSON(preloginData) else { throw malformed(preloginRoute, "the prelogin reply is not a JSON object") }
         func field(_ name: String) throws -> Int? {
             guard prelogin.has(name) else { return nil }
@@ -107,9 +107,9 @@ public final class BitwardenClient: CipherServer, Sendable {
             ("deviceType", String(configuration.deviceType)), ("deviceIdentifier", configuration.deviceIdentifier),
             ("deviceName", configuration.deviceName),
         ]
-        let route = "POST identity/connect/token"
-        let data = try await send("POST", .identity, "/connect/token", body: Self.formEncode(form),
-                                  contentType: "application/x-www-form-urlencoded; charset=utf-8", authorized: false)
+        let route = BitwardenEndpoint.token.route()
+        let data = try await send(.token, body: Self.formEncode(form),
+                                  contentType: "application/x-www-form-urlencoded; charset=utf-8")
         guard let reply = LooseJSON(data), let tokens = tokenSet(reply), let keyText = reply.string("Key"),
               let protectedKey = try? EncString(keyText) else {
             throw malformed(route, "the token reply lacks access_token, refresh_token or Key")
@@ -140,13 +140,14 @@ public final class BitwardenClient: CipherServer, Sendable {
 
     /// `GET /api/ciphers/{id}`.
     public func getCipher(id: String) async throws -> Cipher {
-        try decode(Cipher.self, try await send("GET", .api, "/ciphers/\(Self.segment(id))"), route: "GET /api/ciphers/\(id)")
+        try decode(Cipher.self, try await send(.getCipher, id), route: BitwardenEndpoint.getCipher.route(id))
     }
 
     /// `POST /api/ciphers`. The server ignores any client id and returns the item with its own.
     public func createCipher(_ cipher: Cipher) async throws -> Cipher {
-        let body = try requestBody(cipher, lastKnownRevisionDate: nil, route: "POST /api/ciphers")
-        return try decode(Cipher.self, try await send("POST", .api, "/ciphers", body: body), route: "POST /api/ciphers")
+        let route = BitwardenEndpoint.createCipher.route()
+        let body = try requestBody(cipher, lastKnownRevisionDate: nil, route: route)
+        return try decode(Cipher.self, try await send(.createCipher, body: body), route: route)
     }
 
     /// `PUT /api/ciphers/{id}` with `lastKnownRevisionDate`; a stale date fails with
@@ -154,27 +155,27 @@ public final class BitwardenClient: CipherServer, Sendable {
     public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
         guard let id = cipher.id else {
             throw BitwardenAPIError(kind: .rejected, status: nil, message: "the cipher has no server id; create it first",
-                                    route: "PUT /api/ciphers/{id}")
+                                    route: BitwardenEndpoint.updateCipher.description)
         }
-        let route = "PUT /api/ciphers/\(id)"
+        let route = BitwardenEndpoint.updateCipher.route(id)
         let body = try requestBody(cipher, lastKnownRevisionDate: lastKnownRevisionDate, route: route)
-        return try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(Self.segment(id))", body: body), route: route)
+        return try decode(Cipher.self, try await send(.updateCipher, id, body: body), route: route)
     }
 
     /// `PUT /api/ciphers/{id}/delete`: moves the item to the trash.
     public func softDeleteCipher(id: String) async throws {
-        _ = try await send("PUT", .api, "/ciphers/\(Self.segment(id))/delete")
+        _ = try await send(.softDeleteCipher, id)
     }
 
     /// `DELETE /api/ciphers/{id}`: deletes the item for good.
     public func deleteCipher(id: String) async throws {
-        _ = try await send("DELETE", .api, "/ciphers/\(Self.segment(id))")
+        _ = try await send(.deleteCipher, id)
     }
 
     /// `PUT /api/ciphers/{id}/restore`: takes the item out of the trash. (Not part of the
     /// ``OfflineSync/CipherServer`` port: the offline engine does not restore items yet.)
     public func restoreCipher(id: String) async throws -> Cipher {
-        try decode(Cipher.self, try await send("PUT", .api, "/ciphers/\(Self.segment(id))/restore"), route: "PUT /api/ciphers/\(id)/restore")
+        try decode(Cipher.self, try await send(.restoreCipher, id), route: BitwardenEndpoint.restoreCipher.route(id))
     }
 
     /// `GET /api/sync?excludeDomains=true`, reduced to what the local store needs.
@@ -185,14 +186,21 @@ public final class BitwardenClient: CipherServer, Sendable {
 
     // MARK: Transport
 
-    enum Service { case api, identity }
+    typealias Service = BitwardenEndpoint.Service
+
+    /// Sends a request to `endpoint` with `ids` in its `*` segments (see ``send(_:_:_:body:contentType:authorized:)``).
+    func send(_ endpoint: BitwardenEndpoint, _ ids: String..., query: String = "", body: Data? = nil,
+              contentType: String = "application/json; charset=utf-8") async throws -> Data {
+        try await send(endpoint.method, endpoint.service, endpoint.path(ids: ids) + query, body: body,
+                       contentType: contentType, authorized: endpoint.isAuthorized)
+    }
 
     /// Sends one request; on 401 refreshes the token once and retries. Returns the body of a 2xx.
     func send(_ method: String, _ service: Service, _ path: String, body: Data? = nil,
               contentType: String = "application/json; charset=utf-8", authorized: Bool = true) async throws -> Data {
         let (configuration, tokens) = state.withLock { ($0.configuration, $0.tokens) }
         let base = service == .api ? configuration.endpoints.api : configuration.endpoints.identity
-        let route = "\(method) \(service == .api ? "api" : "identity")\(path.split(separator: "?").first.map(String.init) ?? path)"
+        let route = "\(method) /\(service.rawValue)\(path.split(separator: "?").first.map(String.init) ?? path)"
         var accessToken: String?
         if authorized {
             guard let tokens else {
@@ -280,13 +288,13 @@ public final class BitwardenClient: CipherServer, Sendable {
 
     func performRefresh(_ refreshToken: String) async throws -> TokenSet {
         let clientId = state.withLock { $0.configuration.clientId }
-        let route = "POST identity/connect/token"
+        let route = BitwardenEndpoint.token.route()
         let data: Data
         do {
-            data = try await send("POST", .identity, "/connect/token",
+            data = try await send(.token,
                                   body: Self.formEncode([("grant_type", "refresh_token"), ("client_id", clientId),
                                                          ("refresh_token", refreshToken)]),
-                                  contentType: "application/x-www-form-urlencoded; charset=utf-8", authorized: false)
+                                  contentType: "application/x-www-form-urlencoded; charset=utf-8")
         } catch let error as BitwardenAPIError where error.serverErrorKind != .unavailable {
             // The server answered and refused: the session is gone. Offline edits stay queued.
             state.withLock { $0.tokens = nil }

@@ -108,7 +108,7 @@ extension BitwardenEmulator {
                 return bad("\(error)")
             }
         }
-        if let p = r.match("POST", "accounts/:/revoke-sessions") {
+        if let p = r.match("POST", "accounts/*/revoke-sessions") {
             let userId = p[0]
             revokeSessions(userId: userId)
             return .empty()
@@ -117,7 +117,7 @@ extension BitwardenEmulator {
             guard let userId = request.query["userId"] else { return bad("userId: expected a query parameter ?userId=...") }
             return .json(200, .array(rawCiphers(userId: userId).map(JSONValue.object)))
         }
-        if let p = r.match("POST", "ciphers/:/edit") {
+        if let p = r.match("POST", "ciphers/*/edit") {
             let id = p[0]
             // "Another device" edit: merge `set` into the stored fields and bump revisionDate.
             let set = body["set"]?.objectValue ?? JSONObject()

@@ -33,59 +33,52 @@ final class EmulatorCore: Sendable {
 
     // MARK: Routing
 
-    /// Strips the self-hosted prefixes and dispatches.
+    /// Finds the request's route in ``BitwardenEndpoint`` (the list the client builds its
+    /// requests from), checks the access token where the route needs one, and dispatches.
     func handle(_ request: EmulatorRequest) -> EmulatorResponse {
         let segments = request.path.split(separator: "/").map(String.init)
         guard let area = segments.first else { return alive() }
-        let rest = Array(segments.dropFirst())
-        let method = request.method.uppercased()
-        switch area {
-        case "identity":
-            let route = RoutePath(method: method, segments: rest)
-            if route.matches("POST", "accounts/prelogin") || route.matches("POST", "accounts/prelogin/password") {
-                return prelogin(request)
-            }
-            if route.matches("POST", "connect/token") { return token(request) }
-            return ErrorBodies.noRoute(flavor, path: request.path)
-        case "api":
-            if method == "POST", rest == ["accounts", "prelogin"] { return prelogin(request) }
-            if rest == ["alive"] || rest == ["now"] { return alive() }
-            let userId: String
+        if area == "alive", segments.count == 1 { return alive() }
+        guard let service = BitwardenEndpoint.Service(rawValue: area) else { return ErrorBodies.noRoute(flavor, path: request.path) }
+        let found = BitwardenEndpoint.match(method: request.method, service: service, segments: Array(segments.dropFirst()))
+        var userId = ""
+        if service == .api, found?.0.isAuthorized ?? true {
+            // The API checks the token before it looks for the route (an unknown route without
+            // a token is a 401, as on both servers).
             switch authenticate(request) {
             case .success(let id): userId = id
             case .failure(let response): return response
             }
-            return api(method: method, rest, request: request, userId: userId)
-        case "alive":
-            return alive()
-        default:
-            return ErrorBodies.noRoute(flavor, path: request.path)
         }
+        guard let (endpoint, ids) = found else { return ErrorBodies.noRoute(flavor, path: request.path) }
+        return dispatch(endpoint, ids: ids, request: request, userId: userId)
     }
 
-    func api(method: String, _ rest: [String], request: EmulatorRequest, userId: String) -> EmulatorResponse {
-        let r = RoutePath(method: method, segments: rest)
-        if r.matches("GET", "sync") { return sync(userId: userId, excludeDomains: request.query["excludeDomains"] == "true") }
-        if r.matches("GET", "accounts/revision-date") { return revisionDate(userId: userId) }
-        if r.matches("GET", "accounts/profile") { return .json(200, withLock { profile($0.accounts[userId]!) }) }
-        if r.matches("GET", "folders") { return listFolders(userId: userId) }
-        if r.matches("POST", "folders") { return createFolder(request, userId: userId) }
-        if let p = r.match("GET", "folders/:") { return getFolder(p[0], userId: userId) }
-        if let p = r.match("PUT", "folders/:") ?? r.match("POST", "folders/:") { return updateFolder(p[0], request, userId: userId) }
-        if let p = r.match("DELETE", "folders/:") { return deleteFolder(p[0], userId: userId) }
-        if r.matches("GET", "ciphers") { return listCiphers(userId: userId) }
-        if r.matches("POST", "ciphers") { return createCipher(request, userId: userId, wrapped: false) }
-        if r.matches("POST", "ciphers/create") { return createCipher(request, userId: userId, wrapped: true) }
-        if let p = r.match("GET", "ciphers/:") { return getCipher(p[0], userId: userId, details: false) }
-        if let p = r.match("GET", "ciphers/:/details") ?? r.match("GET", "ciphers/:/full-details") {
-            return getCipher(p[0], userId: userId, details: true)
+    /// One handler per route; adding a case to ``BitwardenEndpoint`` stops the build here.
+    func dispatch(_ endpoint: BitwardenEndpoint, ids: [String], request: EmulatorRequest, userId: String) -> EmulatorResponse {
+        let id = ids.first ?? ""
+        switch endpoint {
+        case .prelogin, .preloginPassword, .apiPrelogin: return prelogin(request)
+        case .token: return token(request)
+        case .alive, .now: return alive()
+        case .sync: return sync(userId: userId, excludeDomains: request.query["excludeDomains"] == "true")
+        case .revisionDate: return revisionDate(userId: userId)
+        case .profile: return .json(200, withLock { profile($0.accounts[userId]!) })
+        case .listFolders: return listFolders(userId: userId)
+        case .createFolder: return createFolder(request, userId: userId)
+        case .getFolder: return getFolder(id, userId: userId)
+        case .updateFolder, .updateFolderByPost: return updateFolder(id, request, userId: userId)
+        case .deleteFolder: return deleteFolder(id, userId: userId)
+        case .listCiphers: return listCiphers(userId: userId)
+        case .createCipher: return createCipher(request, userId: userId, wrapped: false)
+        case .createCipherWrapped: return createCipher(request, userId: userId, wrapped: true)
+        case .getCipher: return getCipher(id, userId: userId, details: false)
+        case .getCipherDetails, .getCipherFullDetails: return getCipher(id, userId: userId, details: true)
+        case .updateCipher, .updateCipherByPost: return updateCipher(id, request, userId: userId)
+        case .softDeleteCipher: return softDelete(id, userId: userId)
+        case .deleteCipher, .deleteCipherByPost: return permanentDelete(id, userId: userId)
+        case .restoreCipher: return restore(id, userId: userId)
         }
-        if let p = r.match("PUT", "ciphers/:") ?? r.match("POST", "ciphers/:") { return updateCipher(p[0], request, userId: userId) }
-        if let p = r.match("PUT", "ciphers/:/delete") { return softDelete(p[0], userId: userId) }
-        // `POST ciphers/{id}/delete` is an obsolete alias of the permanent delete on both servers.
-        if let p = r.match("DELETE", "ciphers/:") ?? r.match("POST", "ciphers/:/delete") { return permanentDelete(p[0], userId: userId) }
-        if let p = r.match("PUT", "ciphers/:/restore") { return restore(p[0], userId: userId) }
-        return ErrorBodies.noRoute(flavor, path: request.path)
     }
 
     func alive() -> EmulatorResponse {

@@ -1,12 +1,14 @@
 import Foundation
 import Synchronization
 import VaultCrypto
+import VaultModel
 
 /// Which requests a fault applies to: an optional HTTP method and a path pattern in which
 /// `*` matches one segment and a trailing `**` matches the rest.
 ///
 /// ```swift
-/// RouteMatcher("PUT /api/ciphers/*")     // updates
+/// RouteMatcher(.updateCipher)            // PUT /api/ciphers/*: updates
+/// RouteMatcher("PUT /api/ciphers/*")     // the same, as text (scenario files)
 /// RouteMatcher("POST /api/ciphers")      // creates
 /// RouteMatcher("/api/**")                // every API route, any method
 /// ```
@@ -32,6 +34,12 @@ public struct RouteMatcher: Sendable, Hashable, Codable, CustomStringConvertible
     public init(method: String?, path: String) {
         self.method = method?.uppercased()
         self.path = path
+    }
+
+    /// Requests to one route of the Bitwarden API, for example
+    /// `RouteMatcher(.softDeleteCipher)` for `PUT /api/ciphers/*/delete`.
+    public init(_ endpoint: BitwardenEndpoint) {
+        self.init(method: endpoint.method, path: "/\(endpoint.service.rawValue)/\(endpoint.pattern)")
     }
 
     /// Every request.

@@ -149,8 +149,9 @@ enum FormEncoding {
     }
 }
 
-/// Matches a method and path segments against patterns such as `ciphers/:/delete`, where `:`
-/// captures one segment.
+/// Matches a method and path segments against the emulator's own admin patterns such as
+/// `ciphers/*/edit`, where `*` captures one segment (the syntax of ``BitwardenEndpoint`` and of
+/// fault rules).
 struct RoutePath {
     let method: String
     let segments: [String]
@@ -161,7 +162,7 @@ struct RoutePath {
         guard parts.count == segments.count else { return nil }
         var captured: [String] = []
         for (part, segment) in zip(parts, segments) {
-            if part == ":" {
+            if part == "*" {
                 captured.append(segment)
             } else if part.lowercased() != segment.lowercased() {
                 return nil

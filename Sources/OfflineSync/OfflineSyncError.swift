@@ -19,6 +19,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     /// Offline saving is turned off (a feature flag) and the item still has changes saved
     /// offline earlier that could not be resolved now, so the new change was not saved.
     case pendingChangesNotResolved(cipherId: String, reason: String)
+    /// The store location is not a local directory (for example a remote URL).
+    case notAFileLocation(String)
 
     public var description: String {
         switch self {
@@ -36,6 +38,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
             return "the stored account of user \(userId) is unreadable (\(reason)); log in online again to replace it"
         case .pendingChangesNotResolved(let cipherId, let reason):
             return "item \(cipherId) has changes saved offline that could not be sent (\(reason)); offline saving is turned off, so this change was not saved: sync when the server is reachable, then try again"
+        case .notAFileLocation(let location):
+            return "\(location) is not a local directory: open the store with a file URL or a path"
         case .corruptCheckpoint(let reason):
             return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
         }

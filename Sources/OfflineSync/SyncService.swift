@@ -69,8 +69,8 @@ public final class SyncService: Sendable {
     /// How many times a replace is retried when an edit was appended during the fetch.
     static let maxReplaceAttempts = 3
 
-    /// Resolves pending changes, then syncs unless something is still pending. Like the
-    /// a Bitwarden client's `needsSync`: with `forceSync` the server's items are always fetched; without it the
+    /// Resolves pending changes, then syncs unless something is still pending. Like a Bitwarden
+    /// client's `needsSync`: with `forceSync` the server's items are always fetched; without it the
     /// fetch is skipped (``SyncResult/upToDate(resolution:)``) when the account's revision date
     /// (`GET /api/accounts/revision-date`) is not newer than the last applied sync. Pending
     /// changes are resolved first either way.

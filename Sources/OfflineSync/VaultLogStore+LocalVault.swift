@@ -79,7 +79,7 @@ extension VaultLogStore {
     /// Replaces a user's local items with a full sync's, keeping the local copy of every item
     /// that is pending (a sync never hides a pending edit). With `ifLastSequence`, does so only
     /// if the log's last sequence still equals it — checked in the same write transaction, so
-    /// an edit appended after the caller counted pending changes is never overwritten (SS-2).
+    /// an edit appended after the caller counted pending changes is never overwritten.
     /// Returns false when that check failed and nothing was changed.
     @discardableResult
     public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,

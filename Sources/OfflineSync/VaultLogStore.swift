@@ -46,6 +46,15 @@ public final class VaultLogStore: Sendable {
         logger = options.logger
     }
 
+    /// Opens (creating if needed) the store in the directory at `url`, for example one under
+    /// the app's Application Support directory. `url` must be a file URL.
+    public convenience init(directory url: URL, options: VaultLogStoreOptions = VaultLogStoreOptions()) throws {
+        guard url.isFileURL else {
+            throw OfflineSyncError.notAFileLocation(url.absoluteString)
+        }
+        try self.init(path: url.path, options: options)
+    }
+
     /// Closes the store (also done when it is released).
     public func close() { log.close() }
 }

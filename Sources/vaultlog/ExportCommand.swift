@@ -3,7 +3,6 @@ import EventLog
 import Foundation
 import VaultCrypto
 import OfflineSync
-import Replay
 
 /// `vaultlog export DIR [--out FILE]`: the sealed log as JSON Lines.
 struct Export: ParsableCommand {

@@ -14,15 +14,20 @@ struct History: ParsableCommand {
         errors, retry times); an item created offline is followed under its temporary id and its \
         server id alike. Without a key only the kind of each event is known.
 
-        Example:
-          vaultlog history store 4f1c2a… --user-key-file user.key
+        The item may be named by its full id, the start of its id, or (with a key) its \
+        name; when several items match, they are listed and the command exits with 2.
+
+        Examples:
+          vaultlog history store 4f1c2a3b-9d0e-4c1f-8a2b-3c4d5e6f7a8b --user-key-file user.key
+          vaultlog history store 4f1c
+          vaultlog history store "Bank" --user-key-file user.key
         """
     )
 
     @Argument(help: ArgumentHelp("The store directory (holding data.mdb).", valueName: "dir"))
     var directory: String
 
-    @Argument(help: ArgumentHelp("The item (cipher id; a temporary id or the server id).", valueName: "cipher-id"))
+    @Argument(help: ArgumentHelp("The item: its cipher id (a temporary id or the server id), the start of one, or its name (with a key); 'vaultlog items' lists them.", valueName: "item"))
     var cipher: String
 
     @Flag(help: "Show passwords in clear instead of masked.")
@@ -46,6 +51,7 @@ struct History: ParsableCommand {
             if unlocked == nil { Console.note(KeyOptions.headersOnlyNote) }
             var users = try StoreAccess.userIds(store)
             if let only = unlocked?.userId ?? key.user { users = users.filter { $0 == only } }
+            let cipher = try Self.resolve(self.cipher, store: store, users: users, unlocked: unlocked)
 
             var records: [EventRecord] = []
             var aliases: Set<String> = [cipher]
@@ -62,7 +68,7 @@ struct History: ParsableCommand {
             guard !records.isEmpty else {
                 throw CLIError(.problemsFound, "no events for item \(cipher) in \(directory)"
                                + (unlocked == nil ? "" : " for user \(unlocked!.userId)")
-                               + "; list items with 'vaultlog events \(directory)'")
+                               + "; list the items with 'vaultlog items \(directory)'")
             }
             if json {
                 for record in records { try Console.json(record) }
@@ -73,6 +79,25 @@ struct History: ParsableCommand {
                         + ", user \(Set(records.map(\.userId)).sorted().joined(separator: ", ")): \(records.count) event(s)")
             for record in records { Console.out(record.line) }
         }
+    }
+
+    /// The id the user means: `query` itself when events carry it, else the one item of the
+    /// store it names (``ItemIndex/find(_:)``: a name, an id prefix). Several matches are a
+    /// usage error listing them.
+    static func resolve(_ query: String, store: VaultLogStore, users: [String], unlocked: UnlockedUser?) throws -> String {
+        let known = try store.log.read { reader in
+            try users.contains { try !reader.sequences(userId: $0, cipherId: query).isEmpty }
+        }
+        if known { return query }
+        let found = try ItemIndex(store: store, users: users, unlocked: unlocked).find(query)
+        if found.count > 1 {
+            let list = found.prefix(20).map { "  " + ItemIndex.line($0, showUser: users.count > 1) }.joined(separator: "\n")
+            throw CLIError.usage("'\(query)' matches \(found.count) items; give more of the id (or the full name):\n\(list)"
+                                 + (found.count > 20 ? "\n  … and \(found.count - 20) more" : ""))
+        }
+        guard let only = found.first else { return query }
+        Console.note("'\(query)' is item \(only.id)" + (only.name.map { " \"\($0)\"" } ?? ""))
+        return only.id
     }
 
     /// The other ids of the same item: the server id a temporary id was mapped to, or the

@@ -2,7 +2,6 @@ import ArgumentParser
 import EventLog
 import Foundation
 import OfflineSync
-import Replay
 import VaultCrypto
 
 /// `vaultlog import FILE DIR`: an export back into a new or empty store.

@@ -65,7 +65,7 @@ struct Argon2idAccountTests {
                 Issue.record("login succeeded with prelogin \(body)")
             } catch let error as BitwardenAPIError {
                 #expect(error.message.contains(message), "\(error)")
-                #expect(error.route == "POST identity/accounts/prelogin")
+                #expect(error.route == "POST /identity/accounts/prelogin")
             }
         }
     }

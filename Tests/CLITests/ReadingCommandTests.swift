@@ -235,3 +235,52 @@ struct ReadingCommandTests {
         #expect(result.stderr.contains("no events for item no-such-item"))
     }
 }
+
+/// `items`, and `history` finding an item by name or id prefix.
+@Suite("vaultlog items and finding an item")
+struct ItemsCommandTests {
+    let fixture = StoreFixture.shared
+
+    @Test func items_withKey_listsNamesAndPendingStates_sortedByName() throws {
+        let result = try CLI.run(["items", fixture.store] + fixture.passwordArgs)
+        #expect(result.status == 0, "\(result)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "3 item(s), 3 pending, user user-a", "\(result)")
+        #expect(lines.dropFirst().map { $0.trimmingCharacters(in: .whitespaces) } == [
+            "server-bank \"Bank\" login, pending update, no local copy",
+            "server-notes \"Notes\" login, in the trash, pending softDelete, no local copy",
+            "server-old \"Old\" login, pending hardDelete, no local copy",
+        ], "\(result)")
+        #expect(!result.stdout.contains("hunter"), "never a password")
+    }
+
+    @Test func items_withoutKey_listsIdsAndPendingStatesOfEveryUser() throws {
+        let result = try CLI.run(["items", fixture.store, "--json"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stderr.contains("headers only"))
+        let lines = try result.jsonLines()
+        #expect(lines.map { "\($0["userId"]!)/\($0["id"]!)/\($0["pending"]!)" }
+                == ["user-a/server-bank/update", "user-a/server-notes/softDelete", "user-a/server-old/hardDelete", "user-b/b-item/create"])
+        #expect(lines.allSatisfy { $0["name"] == nil })
+    }
+
+    @Test func history_findsAnItemByName_orByIdPrefix() throws {
+        let byName = try CLI.run(["history", fixture.store, "bank"] + fixture.passwordArgs)
+        #expect(byName.status == 0, "\(byName)")
+        #expect(byName.stdout.hasPrefix("history of item server-bank"), "\(byName)")
+        #expect(byName.stderr.contains("'bank' is item server-bank \"Bank\""), "\(byName)")
+        let byPrefix = try CLI.run(["history", fixture.store, "server-o"])
+        #expect(byPrefix.status == 0, "\(byPrefix)")
+        #expect(byPrefix.stdout.hasPrefix("history of item server-old"), "\(byPrefix)")
+    }
+
+    @Test func history_ambiguousPrefix_listsTheCandidates_andExits2() throws {
+        let result = try CLI.run(["history", fixture.store, "server-"] + fixture.passwordArgs)
+        #expect(result.status == 2, "\(result)")
+        #expect(result.stderr.contains("'server-' matches 3 items"), "\(result)")
+        for id in ["server-bank \"Bank\"", "server-notes \"Notes\"", "server-old \"Old\""] {
+            #expect(result.stderr.contains(id), "\(result)")
+        }
+        #expect(result.stdout.isEmpty)
+    }
+}

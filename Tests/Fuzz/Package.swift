@@ -19,7 +19,7 @@ let fuzzTargets: [(name: String, products: [String])] = [
     ("FuzzEncString", ["VaultCrypto"]),
     ("FuzzEnvelope", ["EventLog", "OfflineSync", "VaultCrypto"]),
     ("FuzzScenario", ["Replay"]),
-    ("FuzzRecordedLog", ["Replay", "EventLog"]),
+    ("FuzzRecordedLog", ["Replay", "OfflineSync", "EventLog"]),
     ("FuzzEmulatorRequest", ["BitwardenEmulator", "VaultCrypto", "VaultModel"]),
 ]
 

@@ -67,6 +67,12 @@ import Testing
         }
     }
 
+    @Test func scenarioDecode_withoutSteps_namesTheSourceAndTheMissingField() {
+        #expect(throws: ReplayError.malformed(path: "inline.json", reason: "missing field 'steps' at the top level")) {
+            try Scenario.decode(Data(#"{"format":1,"name":"x","expect":{}}"#.utf8), path: "inline.json")
+        }
+    }
+
     /// An unknown action is refused when the file is read (before anything runs), naming the
     /// step, the action and the ones that exist.
     @Test func unknownAction_isRefusedOnLoad_namingTheStepAndTheKnownActions() throws {

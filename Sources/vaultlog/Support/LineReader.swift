@@ -1,7 +1,7 @@
 import Foundation
 
 /// Reads a text file line by line with bounded memory (`getline`): how `import` and `replay`
-/// read an export (`Replay.ExportFormat` parses each line).
+/// read an export (`OfflineSync.ExportFormat` parses each line).
 final class LineReader {
     private let file: UnsafeMutablePointer<FILE>
     private var buffer: UnsafeMutablePointer<CChar>?

@@ -5,6 +5,7 @@
 import CFuzzerDriver
 import EventLog
 import Foundation
+import OfflineSync
 import Replay
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import OfflineSync
 import VaultCrypto
 
 /// The JSON Lines export of a store (`vaultlog export` / `vaultlog import`, and the recorded

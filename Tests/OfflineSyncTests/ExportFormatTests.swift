@@ -1,7 +1,7 @@
 import EventLog
 import Foundation
 import Testing
-@testable import Replay
+@testable import OfflineSync
 
 /// The export line format shared by `vaultlog import`, the replay of recorded logs and the fuzz
 /// targets: per-line parsing and its error reasons.
@@ -32,12 +32,6 @@ import Testing
         let line = try Self.lines()[0].replacingOccurrences(of: #""version":1"#, with: #""version":2"#)
         #expect(throws: ExportFormat.LineError(reason: "export version 2 is newer than this build reads (1); upgrade VaultLog")) {
             try ExportFormat.metadata(line: line)
-        }
-    }
-
-    @Test func scenarioDecode_withoutSteps_namesTheSourceAndTheMissingField() {
-        #expect(throws: ReplayError.malformed(path: "inline.json", reason: "missing field 'steps' at the top level")) {
-            try Scenario.decode(Data(#"{"format":1,"name":"x","expect":{}}"#.utf8), path: "inline.json")
         }
     }
 }

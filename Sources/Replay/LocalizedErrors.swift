@@ -1,0 +1,8 @@
+import Foundation
+
+// Apple platforms show `localizedDescription` (alerts, logs); it is the same text as
+// `description`: what failed, what it concerns, and what to do.
+
+extension ReplayError: LocalizedError {
+    public var errorDescription: String? { description }
+}

@@ -1,0 +1,12 @@
+import Foundation
+
+// Apple platforms show `localizedDescription` (alerts, logs); it is the same text as
+// `description`: what failed, what it concerns, and what to do.
+
+extension VaultCryptoError: LocalizedError {
+    public var errorDescription: String? { description }
+}
+
+extension SecretFileError: LocalizedError {
+    public var errorDescription: String? { description }
+}

@@ -1,0 +1,143 @@
+/// The routes of the Bitwarden API that VaultLog speaks, as data: one list that the HTTP client
+/// builds its requests from, the emulator routes by, and fault injection names requests with.
+/// A new route is one case here, then the client call and the emulator handler that the
+/// compiler asks for.
+///
+/// A pattern is relative to its service (`/identity` or `/api`); `*` stands for one path
+/// segment (an id). Matching ignores case, as both servers do.
+///
+/// ```swift
+/// BitwardenEndpoint.updateCipher.path(id)            // "/ciphers/<id>" (under the API base URL)
+/// BitwardenEndpoint.updateCipher.description         // "PUT /api/ciphers/*"
+/// BitwardenEndpoint.match(method: "PUT", service: .api, segments: ["ciphers", id])  // (.updateCipher, [id])
+/// ```
+public enum BitwardenEndpoint: String, CaseIterable, Sendable, CustomStringConvertible {
+    // Identity service (no access token).
+    case prelogin, preloginPassword, token
+    // API service, answered without an access token.
+    case apiPrelogin, alive, now
+    // API service.
+    case sync, revisionDate, profile
+    case listFolders, createFolder, getFolder, updateFolder, updateFolderByPost, deleteFolder
+    case listCiphers, createCipher, createCipherWrapped, getCipher, getCipherDetails, getCipherFullDetails
+    case updateCipher, updateCipherByPost, softDeleteCipher, deleteCipher, deleteCipherByPost, restoreCipher
+
+    /// The two services of a Bitwarden server (separate base URLs in the cloud, one host with
+    /// `/identity` and `/api` prefixes when self-hosted).
+    public enum Service: String, Sendable {
+        case identity, api
+    }
+
+    /// The method and the service-relative pattern.
+    private var route: (method: String, service: Service, pattern: String) {
+        switch self {
+        case .prelogin: ("POST", .identity, "accounts/prelogin")
+        case .preloginPassword: ("POST", .identity, "accounts/prelogin/password")
+        case .token: ("POST", .identity, "connect/token")
+        case .apiPrelogin: ("POST", .api, "accounts/prelogin")
+        case .alive: ("GET", .api, "alive")
+        case .now: ("GET", .api, "now")
+        case .sync: ("GET", .api, "sync")
+        case .revisionDate: ("GET", .api, "accounts/revision-date")
+        case .profile: ("GET", .api, "accounts/profile")
+        case .listFolders: ("GET", .api, "folders")
+        case .createFolder: ("POST", .api, "folders")
+        case .getFolder: ("GET", .api, "folders/*")
+        case .updateFolder: ("PUT", .api, "folders/*")
+        case .updateFolderByPost: ("POST", .api, "folders/*")
+        case .deleteFolder: ("DELETE", .api, "folders/*")
+        case .listCiphers: ("GET", .api, "ciphers")
+        case .createCipher: ("POST", .api, "ciphers")
+        case .createCipherWrapped: ("POST", .api, "ciphers/create")
+        case .getCipher: ("GET", .api, "ciphers/*")
+        case .getCipherDetails: ("GET", .api, "ciphers/*/details")
+        case .getCipherFullDetails: ("GET", .api, "ciphers/*/full-details")
+        case .updateCipher: ("PUT", .api, "ciphers/*")
+        case .updateCipherByPost: ("POST", .api, "ciphers/*")
+        case .softDeleteCipher: ("PUT", .api, "ciphers/*/delete")
+        case .deleteCipher: ("DELETE", .api, "ciphers/*")
+        // An obsolete alias of the permanent delete on both servers.
+        case .deleteCipherByPost: ("POST", .api, "ciphers/*/delete")
+        case .restoreCipher: ("PUT", .api, "ciphers/*/restore")
+        }
+    }
+
+    /// The HTTP method.
+    public var method: String { route.method }
+    /// The service the route belongs to.
+    public var service: Service { route.service }
+    /// The pattern relative to the service, for example `ciphers/*/delete`.
+    public var pattern: String { route.pattern }
+    /// Whether the request carries the user's access token.
+    public var isAuthorized: Bool { service == .api && ![.apiPrelogin, .alive, .now].contains(self) }
+
+    /// `METHOD /service/pattern`, for example `PUT /api/ciphers/*/delete`: the form a fault
+    /// injection rule takes.
+    public var description: String { "\(method) /\(service.rawValue)/\(pattern)" }
+
+    /// `METHOD /service/path` of one request with its ids in place (unencoded, for messages),
+    /// for example `PUT /api/ciphers/4f1c…/delete`.
+    public func route(_ ids: String...) -> String {
+        var remaining = ids[...]
+        let path = pattern.split(separator: "/").map { $0 == "*" && !remaining.isEmpty ? remaining.removeFirst() : String($0) }
+        return "\(method) /\(service.rawValue)/" + path.joined(separator: "/")
+    }
+
+    /// The path under the service's base URL with each `*` replaced by the next id
+    /// (percent-encoded as one segment), for example `/ciphers/<id>/delete`.
+    public func path(_ ids: String...) -> String { path(ids: ids) }
+
+    /// ``path(_:)`` with the ids as an array.
+    public func path(ids: [String]) -> String {
+        var remaining = ids[...]
+        let segments = pattern.split(separator: "/").map { part -> String in
+            guard part == "*" else { return String(part) }
+            precondition(!remaining.isEmpty, "\(self) needs an id for each '*'")
+            return Self.encodeSegment(remaining.removeFirst())
+        }
+        precondition(remaining.isEmpty, "\(self) has fewer '*' than ids given")
+        return "/" + segments.joined(separator: "/")
+    }
+
+    /// The endpoint a request names and the ids in its `*` segments, or nil for a route this
+    /// list does not have. `segments` is the path after the service prefix.
+    public static func match(method: String, service: Service, segments: [String]) -> (BitwardenEndpoint, ids: [String])? {
+        let method = method.uppercased()
+        for endpoint in allCases where endpoint.method == method && endpoint.service == service {
+            let parts = endpoint.pattern.split(separator: "/")
+            guard parts.count == segments.count else { continue }
+            var ids: [String] = []
+            var matched = true
+            for (part, segment) in zip(parts, segments) {
+                if part == "*" {
+                    ids.append(segment)
+                } else if part.lowercased() != segment.lowercased() {
+                    matched = false
+                    break
+                }
+            }
+            if matched { return (endpoint, ids) }
+        }
+        return nil
+    }
+
+    /// An id as one path segment: everything but unreserved characters percent-encoded, so an id
+    /// can never add a segment or a query.
+    static func encodeSegment(_ id: String) -> String {
+        var out = ""
+        for byte in id.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(Character(Unicode.Scalar(byte)))
+            default:
+                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return out
+    }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
+}
