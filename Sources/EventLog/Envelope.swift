@@ -23,6 +23,7 @@ public struct EventHeader: Sendable, Hashable, Codable {
     /// missing event is detected. Nil in format 1. Covered by this event's MAC like every field.
     public var previousMAC: [UInt8]?
 
+    /// A header; `previousMAC` is filled in by the log when it seals a format 2 event.
     public init(formatVersion: UInt8 = Envelope.currentFormatVersion, sequence: UInt64, userId: String,
                 cipherId: String, eventType: UInt16, recordedAtMillis: Int64, previousMAC: [UInt8]? = nil) {
         self.formatVersion = formatVersion

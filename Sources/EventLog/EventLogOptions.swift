@@ -14,5 +14,6 @@ public struct EventLogOptions: Sendable {
     /// Diagnostics.
     public var logger = Logger(label: "vaultlog.eventlog")
 
+    /// The defaults described on each property.
     public init() {}
 }

@@ -17,6 +17,7 @@ public struct NewEvent: Sendable {
     /// The plaintext body; sealed before it touches the disk.
     public var body: [UInt8]
 
+    /// An event to append; the log assigns its sequence and seals it.
     public init(userId: String, cipherId: String, eventType: UInt16, recordedAtMillis: Int64, body: [UInt8]) {
         self.userId = userId
         self.cipherId = cipherId

@@ -5,9 +5,33 @@ import VaultCrypto
 public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
     /// What kind of problem.
     public enum Kind: String, Sendable, Codable {
-        case malformedKey, malformedEnvelope, sequenceMismatch, outOfOrder, unsupportedVersion
-        case authenticationFailed, undecryptable, missingIndexEntry, danglingIndexEntry, malformedIndexEntry
-        case malformedCheckpoint, checkpointAuthenticationFailed, metadata
+        /// A key in the events table that is not an 8-byte sequence.
+        case malformedKey
+        /// An envelope whose bytes do not parse (header or framing).
+        case malformedEnvelope
+        /// An envelope stored under another sequence than its header names.
+        case sequenceMismatch
+        /// Sequences that do not increase.
+        case outOfOrder
+        /// An envelope format this build does not read.
+        case unsupportedVersion
+        /// An envelope whose MAC does not match its header and body (tampered, or another key).
+        case authenticationFailed
+        /// An authenticated envelope whose body does not decrypt.
+        case undecryptable
+        /// An event without its index entries (by user, by item).
+        case missingIndexEntry
+        /// An index entry that points at no event.
+        case danglingIndexEntry
+        /// An index entry whose key does not parse.
+        case malformedIndexEntry
+        /// A projection checkpoint whose bytes do not parse.
+        case malformedCheckpoint
+        /// A projection checkpoint whose MAC does not match.
+        case checkpointAuthenticationFailed
+        /// The store's metadata is missing or inconsistent (not reported by this build; kept so
+        /// reports written by other builds still decode).
+        case metadata
         /// A record derived from the log (e.g. the domain's pending checkpoint) disagrees with it.
         case derivedRecordMismatch
         /// A format 2 event does not name the MAC of its user's previous event in the log: an
@@ -16,12 +40,15 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         /// A user's sealed head record names a later last event (or another chain value) than
         /// the log holds: the tail of that user's events was removed.
         case truncated
-        /// A head record that does not parse, is missing for a chained log, or fails authentication.
-        case malformedHead, headAuthenticationFailed
+        /// A head record that does not parse, or is missing for a chained log.
+        case malformedHead
+        /// A head record that fails authentication.
+        case headAuthenticationFailed
     }
 
     /// The event sequence concerned, when there is one.
     public let sequence: UInt64?
+    /// What kind of problem it is (stable names, for tools).
     public let kind: Kind
     /// A sentence for a person.
     public let message: String

@@ -17,7 +17,9 @@ extension Environment {
 
     /// The sizes of `data.mdb` around ``compactFile(at:)``.
     public struct Compaction: Sendable, Equatable {
+        /// The size of `data.mdb` before the copy, in bytes.
         public let bytesBefore: Int
+        /// The size of the compacted file that replaced it, in bytes.
         public let bytesAfter: Int
     }
 

@@ -36,6 +36,7 @@ public struct EnvironmentOptions: Sendable {
     /// `readOnly`; a writer in another process at the same time may make reads inconsistent.
     public var noLock: Bool = false
 
+    /// The defaults described on each property.
     public init() {}
 }
 
@@ -57,7 +58,8 @@ public struct EnvironmentInfo: Sendable {
     public let pageSize: Int
     /// The last committed transaction id.
     public let lastTransactionID: Int
-    /// Reader slots in use / available.
+    /// Reader slots in use.
     public let readersUsed: Int
+    /// Reader slots available (`mdb_env_set_maxreaders`).
     public let maxReaders: Int
 }

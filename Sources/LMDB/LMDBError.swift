@@ -9,6 +9,7 @@ public struct LMDBError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The operation that failed, e.g. `"mdb_env_open /var/db/vault"`.
     public let operation: String
 
+    /// The error of LMDB return code `code` (its `mdb_strerror` text becomes ``message``) in `operation`.
     public init(code: Int32, operation: String) {
         self.code = code
         self.operation = operation

@@ -32,7 +32,9 @@ public protocol ClassifiedServerError: Error {
 }
 
 extension ClassifiedServerError {
+    /// True: unless an error says otherwise, the request may have reached the server.
     public var requestMayHaveArrived: Bool { true }
+    /// True unless the kind is ``ServerErrorKind/unavailable``.
     public var serverAnswered: Bool { serverErrorKind != .unavailable }
 }
 
@@ -58,8 +60,11 @@ extension Error {
 
 /// A simple classified error, for servers and fakes that have nothing richer.
 public struct ServerFailure: ClassifiedServerError, Equatable, CustomStringConvertible {
+    /// How the resolver and the repository treat the failure.
     public let serverErrorKind: ServerErrorKind
+    /// What happened, for logs and the item's `lastError`.
     public let message: String
+    /// Whether the request may have been applied although no answer says so.
     public let requestMayHaveArrived: Bool
 
     /// `mayHaveArrived: false` says the request certainly never left the device.
@@ -79,6 +84,7 @@ public struct SyncSnapshot: Sendable {
     /// Folder ids (backups keep their folder).
     public var folderIds: [String]
 
+    /// A sync result of `ciphers`, with the ids of the user's folders.
     public init(ciphers: [Cipher], folderIds: [String] = []) {
         self.ciphers = ciphers
         self.folderIds = folderIds
@@ -113,6 +119,7 @@ extension CipherServer {
 /// A server port that is never reachable: every call fails as ``ServerErrorKind/unavailable``,
 /// so every edit is saved offline. For an app in airplane mode, for tools, and for tests.
 public struct UnreachableServer: CipherServer {
+    /// A server port that fails every call as unreachable.
     public init() {}
 
     private func fail() -> ServerFailure { ServerFailure(.unavailable, "the server is not reachable (offline mode)", mayHaveArrived: false) }

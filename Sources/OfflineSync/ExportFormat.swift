@@ -22,12 +22,17 @@ public enum ExportFormat {
 
     /// The first line.
     public struct Metadata: Codable, Sendable {
+        /// Always ``ExportFormat/name``: what makes the file recognisable.
         public var format: String
+        /// The export format's version (``ExportFormat/version``).
         public var version: Int
+        /// The store format the events were written in.
         public var storeFormatVersion: Int
+        /// The newest envelope format among the events.
         public var envelopeFormatVersion: UInt8
         /// Envelope lines that follow (an import refuses a file with fewer or more).
         public var eventCount: Int
+        /// The store's last sequence when it was exported.
         public var lastSequence: UInt64
         /// Stored accounts (email, KDF, protected user key: no secret in clear), so the
         /// imported store unlocks with `--email` too.
@@ -36,6 +41,7 @@ public enum ExportFormat {
         /// detects a removed tail. Absent in exports written before envelope format 2.
         public var heads: [String: String]?
 
+        /// A metadata line from its fields.
         public init(format: String, version: Int, storeFormatVersion: Int, envelopeFormatVersion: UInt8,
                     eventCount: Int, lastSequence: UInt64, accounts: [StoredAccount], heads: [String: String]? = nil) {
             self.format = format
@@ -52,12 +58,19 @@ public enum ExportFormat {
     /// One envelope line. The header fields repeat what is inside `envelope` so the file is
     /// readable with `jq`; an import checks that they agree.
     public struct EnvelopeLine: Codable, Sendable {
+        /// The event's sequence.
         public var sequence: UInt64
+        /// The envelope's format version.
         public var formatVersion: UInt8
+        /// The user the event belongs to.
         public var userId: String
+        /// The item the event is about.
         public var cipherId: String
+        /// The event type's number.
         public var eventType: UInt16
+        /// The event type's name (`updated`, `resolved`...).
         public var type: String
+        /// When it was recorded, milliseconds since 1970 UTC.
         public var recordedAtMillis: Int64
         /// The stored envelope bytes, base64.
         public var envelope: String
@@ -79,7 +92,9 @@ public enum ExportFormat {
     /// Why a line is not what an export holds there; `reason` is written for a person and
     /// callers add the file and line number.
     public struct LineError: Error, Equatable, Sendable, CustomStringConvertible {
+        /// What is wrong with the line.
         public let reason: String
+        /// The reason.
         public var description: String { reason }
     }
 

@@ -18,11 +18,16 @@ import VaultModel
 /// print(report.remainingCount, "still pending")
 /// ```
 public final class OfflineSyncResolver: Sendable {
+    /// The device's store: the log it reads pending state from and appends outcomes to.
     public let store: VaultLogStore
+    /// The server the pending changes are replayed against.
     public let server: any CipherServer
+    /// Concurrency, retry and backup limits.
     public let options: ResolverOptions
     let logger: Logger
 
+    /// A resolver for `store` against `server`. Create one per store and server and share it:
+    /// runs for the same user are serialised, so two callers never resolve an item twice.
     public init(store: VaultLogStore, server: any CipherServer, options: ResolverOptions = ResolverOptions(),
                 logger: Logger = Logger(label: "vaultlog.resolver")) {
         precondition(options.concurrency >= 1, "resolver concurrency must be at least 1")

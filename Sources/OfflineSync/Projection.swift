@@ -4,7 +4,14 @@ import VaultModel
 
 /// What the server must be told about an item (`PendingCipherChangeType` in the Bitwarden iOS design this follows).
 public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
-    case create, update, softDelete, hardDelete
+    /// An item created offline that the server does not have yet (edits stay a create).
+    case create
+    /// Edits to an item the server has.
+    case update
+    /// A move to the trash (with or without edits before it).
+    case softDelete
+    /// A permanent delete.
+    case hardDelete
 
     /// The pending type after `operation` is applied to `existing` (nil = nothing pending).
     /// This is the type-merge table of `Docs/Projection.md`; it needs only event types, so it
@@ -44,8 +51,11 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
 
 /// A step the resolver completed for an item, kept so a retry never repeats it.
 public struct ResolutionStep: Codable, Sendable, Equatable {
+    /// The outcome event's type (`createPlanned`, `idMapped`, `backupCreated`...).
     public var type: VaultEventType
+    /// Where the outcome event is in the log.
     public var sequence: UInt64
+    /// What the step recorded (server ids, revision dates, markers).
     public var outcome: OutcomeBody
 }
 
@@ -60,8 +70,9 @@ public struct PendingChange: Codable, Sendable, Equatable {
     public var originalRevisionDate: BitwardenDate?
     /// How many offline edits changed the login password.
     public var offlinePasswordChangeCount: Int
-    /// When the first and the latest offline edit were made.
+    /// When the first offline edit was made.
     public var createdAt: BitwardenDate
+    /// When the latest offline edit was made.
     public var updatedAt: BitwardenDate
     /// The latest encrypted snapshot (what would be sent).
     public var latest: Cipher
@@ -73,9 +84,12 @@ public struct PendingChange: Codable, Sendable, Equatable {
     /// Whether an `updated` operation is part of this change (a delete then carries edits
     /// the server has not seen).
     public var hasEdits: Bool = false
-    /// Failed resolution attempts since the last success, the last error and the next retry.
+    /// Failed resolution attempts since the last success that count towards the dead-letter
+    /// limit (answers from the server, not an unreachable one).
     public var attempts: Int = 0
+    /// The last failure, as a sentence.
     public var lastError: String?
+    /// When the resolver tries the item again (backoff); nil for at once.
     public var nextRetryAt: BitwardenDate?
     /// Too many failures: excluded from automatic retries, still pending, retried on request.
     public var isDeadLetter: Bool = false
@@ -100,6 +114,7 @@ public struct PendingChange: Codable, Sendable, Equatable {
 /// The projection of one user's log: every pending item, the id map, and the last sequence
 /// folded. `fold(all) == fold(checkpoint) + fold(tail)` (property-tested).
 public struct Projection: Codable, Sendable, Equatable {
+    /// The user whose events were folded.
     public var userId: String
     /// The last sequence folded into this projection.
     public var lastSequence: UInt64 = 0
@@ -130,6 +145,7 @@ public struct Projection: Codable, Sendable, Equatable {
     /// Whether `cipherId` is quarantined.
     public func isQuarantined(_ cipherId: String) -> Bool { quarantined?[cipherId] != nil }
 
+    /// The empty projection of `userId` (nothing folded yet).
     public init(userId: String) { self.userId = userId }
 
     /// Number of pending items (dead letters included).
@@ -235,6 +251,7 @@ public struct Projection: Codable, Sendable, Equatable {
 /// The part of the projection computable from headers alone (while the vault is locked):
 /// which items are pending and with what change type.
 public struct HeaderProjection: Sendable, Equatable {
+    /// The last sequence folded.
     public var lastSequence: UInt64 = 0
     /// Pending change type by cipher id.
     public var pending: [String: PendingChangeType] = [:]
@@ -244,6 +261,7 @@ public struct HeaderProjection: Sendable, Equatable {
     /// item (harmless: a create has no backups).
     public var uncertainCreates: Set<String> = []
 
+    /// The empty header projection.
     public init() {}
 
     /// Folds one header.
@@ -270,5 +288,6 @@ public struct HeaderProjection: Sendable, Equatable {
         }
     }
 
+    /// The number of pending items (the badge a locked vault shows).
     public var count: Int { pending.count }
 }

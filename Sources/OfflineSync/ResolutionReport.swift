@@ -29,8 +29,11 @@ public struct ItemReport: Sendable, Equatable {
         case skipped
     }
 
+    /// The item (its id in the log: a temporary id for a create).
     public var cipherId: String
+    /// What was pending.
     public var changeType: PendingChangeType
+    /// What the run did with it.
     public var outcome: Outcome
     /// The server id after the run (creates, re-creates).
     public var serverId: String?
@@ -38,6 +41,7 @@ public struct ItemReport: Sendable, Equatable {
     public var backupIds: [String] = []
     /// The error of a failed attempt.
     public var error: String?
+    /// After a failure, when the item is tried again.
     public var nextRetryAt: BitwardenDate?
 }
 

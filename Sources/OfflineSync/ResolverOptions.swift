@@ -17,7 +17,9 @@ public struct ResolverOptions: Sendable {
     /// Backoff after the n-th failure: `base * 2^(n-1)`, capped at `backoffMax`, plus up to
     /// `jitter` of itself (drawn from the injected randomness, so replays are deterministic).
     public var backoffBase: TimeInterval = 30
+    /// The longest backoff (6 hours: an item is still tried a few times a day).
     public var backoffMax: TimeInterval = 6 * 3600
+    /// The random share added to each backoff, so devices do not retry in lockstep.
     public var jitter = 0.25
     /// Re-reads after a 400 "out of date" before the run gives up on the item (it stays
     /// pending with an immediate retry; a stale answer never counts towards dead-lettering).
@@ -30,6 +32,7 @@ public struct ResolverOptions: Sendable {
     /// ``ResolutionInterruption`` here, and `vaultlog resolve-worker` prints each effect.
     package var afterServerEffect: (@Sendable (ServerEffect) throws -> Void)?
 
+    /// The defaults described on each property.
     public init() {}
 }
 

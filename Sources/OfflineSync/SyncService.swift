@@ -51,12 +51,18 @@ public enum SyncResult: Sendable, Equatable {
 /// }
 /// ```
 public final class SyncService: Sendable {
+    /// The device's store, whose local items a sync replaces.
     public let store: VaultLogStore
+    /// Where the items come from.
     public let server: any CipherServer
+    /// Runs first, so pending changes reach the server before its items are fetched.
     public let resolver: OfflineSyncResolver
+    /// Whether resolution runs before a sync (``OfflineSyncFlags/resolution``).
     public let flags: OfflineSyncFlags
     let logger: Logger
 
+    /// A sync service over `store` and `server`, resolving with `resolver` (share the one
+    /// resolver of the store).
     public init(store: VaultLogStore, server: any CipherServer, resolver: OfflineSyncResolver,
                 flags: OfflineSyncFlags = OfflineSyncFlags(), logger: Logger = Logger(label: "vaultlog.sync")) {
         self.store = store

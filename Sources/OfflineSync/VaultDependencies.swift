@@ -14,6 +14,7 @@ public struct VaultDependencies: Sendable {
     /// IVs and keys.
     public var random: any RandomSource
 
+    /// The system's clock, random UUIDs and the system's secure random generator by default.
     public init(now: @escaping @Sendable () -> Date = { Date() },
                 makeId: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() },
                 random: any RandomSource = SystemRandomSource()) {
@@ -35,6 +36,7 @@ public struct VaultDependencies: Sendable {
 public final class ManualClock: Sendable {
     private let state: Mutex<Date>
 
+    /// A clock standing at `start` (default 2026-01-01 00:00:00 UTC) until moved.
     public init(_ start: Date = Date(timeIntervalSince1970: 1_767_225_600)) { state = Mutex(start) }
 
     /// The current time.

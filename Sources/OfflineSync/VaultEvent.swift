@@ -121,6 +121,7 @@ public struct OperationBody: Codable, Sendable, Equatable {
     /// When the user made the edit.
     public var at: BitwardenDate
 
+    /// The body of an offline operation on `cipher` (its new version, encrypted).
     public init(cipher: Cipher, passwordChanged: Bool, baseRevisionDate: BitwardenDate?, at: BitwardenDate) {
         self.cipher = cipher
         self.passwordChanged = passwordChanged
@@ -131,11 +132,15 @@ public struct OperationBody: Codable, Sendable, Equatable {
 
 /// Which side of a conflict lost and was backed up.
 public enum ConflictSide: String, Codable, Sendable {
-    case server, local
+    /// The server's copy was backed up (the local version was pushed over it).
+    case server
+    /// The local version was backed up (the server's copy was kept).
+    case local
 }
 
 /// Body of an outcome event (schema version 1): the fields that apply to its type.
 public struct OutcomeBody: Codable, Sendable, Equatable {
+    /// The body's schema version.
     public var v: Int = 1
     /// When it happened.
     public var at: BitwardenDate
@@ -143,17 +148,20 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     public var serverId: String?
     /// The server revision after the step.
     public var revisionDate: BitwardenDate?
-    /// The backup's server id and which side it preserves (backupCreated).
+    /// The backup's server id (backupCreated).
     public var backupId: String?
+    /// Which side the backup preserves (backupCreated).
     public var backupOf: ConflictSide?
     /// The backup's encrypted name string, unique per backup: how a retry after an uncertain
     /// create finds the copy that may already exist.
     public var marker: String?
     /// Why: the rule applied, or the error text.
     public var reason: String?
-    /// Attempt number and next retry time (resolutionFailed); dead letter after too many.
+    /// The attempt number (resolutionFailed).
     public var attempt: Int?
+    /// When the item is tried again (resolutionFailed).
     public var nextRetryAt: BitwardenDate?
+    /// The item became a dead letter: too many failed attempts (resolutionFailed).
     public var deadLetter: Bool?
     /// Pending count (syncAborted).
     public var pendingCount: Int?
@@ -164,11 +172,13 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     /// The version a backup preserves: the server revision it copied (backupOf server) or the
     /// local version's event sequence (backupOf local). A retry never backs up the same version twice.
     public var sourceRevisionDate: BitwardenDate?
+    /// The local version's event sequence a backup preserves (backupOf local).
     public var sourceSequence: UInt64?
     /// The failure was the server being out of reach (resolutionFailed): not an attempt, and
     /// not recorded again while it lasts.
     public var serverUnreachable: Bool?
 
+    /// An outcome at `at` with the fields its type uses (see each property).
     public init(at: BitwardenDate, serverId: String? = nil, revisionDate: BitwardenDate? = nil,
                 backupId: String? = nil, backupOf: ConflictSide? = nil, marker: String? = nil, reason: String? = nil,
                 attempt: Int? = nil, nextRetryAt: BitwardenDate? = nil, deadLetter: Bool? = nil, pendingCount: Int? = nil,
@@ -195,16 +205,24 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
 
 /// A decoded event: header plus typed body.
 public struct VaultEvent: Sendable, Equatable {
+    /// The decrypted body: what the user did, or what the resolver or a sync did.
     public enum Body: Sendable, Equatable {
+        /// A user operation (create, update, trash, delete) with the item's new version.
         case operation(OperationBody)
+        /// An outcome (resolver step, failure, sync), with the fields its type uses.
         case outcome(OutcomeBody)
     }
 
+    /// The envelope's header: sequence, user, item, type, time (authenticated, not encrypted).
     public let header: EventHeader
+    /// The event type named by the header.
     public let type: VaultEventType
+    /// The decrypted body.
     public let body: Body
 
+    /// The event's sequence in the log.
     public var sequence: UInt64 { header.sequence }
+    /// The item the event is about.
     public var cipherId: String { header.cipherId }
 
     /// The operation body, if this is an operation.
@@ -219,6 +237,7 @@ public struct VaultEvent: Sendable, Equatable {
         return nil
     }
 
+    /// An event from its parts (tests, tools; the store decodes events from envelopes).
     public init(header: EventHeader, type: VaultEventType, body: Body) {
         self.header = header
         self.type = type

@@ -8,8 +8,11 @@ import VaultModel
 /// What the store keeps about an account so the vault can be unlocked offline with the master
 /// password (the encrypted user key, never the password or any plaintext key).
 public struct StoredAccount: Codable, Sendable, Equatable {
+    /// The server's user id (the access token's `sub`).
     public var userId: String
+    /// The login email (the default master-password salt).
     public var email: String
+    /// The KDF settings the server named at prelogin.
     public var kdf: KdfConfig
     /// The user key wrapped by the stretched master key (`Key` of the token response).
     public var protectedUserKey: EncString
@@ -17,6 +20,7 @@ public struct StoredAccount: Codable, Sendable, Equatable {
     /// records written before it existed) means the email.
     public var salt: String?
 
+    /// An account record, usually from a login's result (`BitwardenClient.login`).
     public init(userId: String, email: String, kdf: KdfConfig, protectedUserKey: EncString, salt: String? = nil) {
         self.userId = userId
         self.email = email

@@ -20,10 +20,14 @@ extension VaultLogStore {
 
     /// An event to append with `append(userId:events:localChanges:)`.
     public struct PlannedEvent: Sendable {
+        /// The item the event is about.
         public var cipherId: String
+        /// The event type.
         public var type: VaultEventType
+        /// The body, sealed when the event is appended.
         public var body: VaultEvent.Body
 
+        /// An event for `cipherId`.
         public init(cipherId: String, type: VaultEventType, body: VaultEvent.Body) {
             self.cipherId = cipherId
             self.type = type

@@ -7,7 +7,9 @@ import VaultModel
 
 /// A change to the local vault cache, committed in the same transaction as its event.
 public enum LocalChange: Sendable {
+    /// Store this version of the item (by its id), replacing any other.
     case upsert(Cipher)
+    /// Remove the item's local copy.
     case delete(cipherId: String)
 }
 

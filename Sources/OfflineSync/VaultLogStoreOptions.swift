@@ -16,7 +16,9 @@ public struct VaultLogStoreOptions: Sendable {
     /// Save a pending-set checkpoint (headers only) after folding this many headers, so the
     /// pending count of a long log is read without scanning it (0 = never).
     public var pendingCheckpointInterval = 10_000
+    /// Diagnostics (never a secret or an item's content).
     public var logger = Logger(label: "vaultlog.offlinesync")
 
+    /// The defaults described on each property.
     public init() {}
 }

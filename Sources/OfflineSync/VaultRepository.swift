@@ -12,6 +12,7 @@ public struct OfflineSyncFlags: Sendable, Equatable {
     /// an edit that would never be resolved is not saved offline.
     public var resolution: Bool
 
+    /// Both on by default.
     public init(offlineChanges: Bool = true, resolution: Bool = true) {
         self.offlineChanges = offlineChanges
         self.resolution = resolution
@@ -66,9 +67,13 @@ public enum SaveResult: Sendable, Equatable {
 /// if result.isOffline { /* badge: store.pendingCountUpdates(userId:) */ }
 /// ```
 public final class VaultRepository: Sendable {
+    /// The device's store: edits are appended to its log and applied to its local vault.
     public let store: VaultLogStore
+    /// The user whose vault this is (unlocked in `store`).
     public let userId: String
+    /// Tried first for every edit; an unreachable server means the edit is saved offline.
     public let server: any CipherServer
+    /// Whether offline saving and resolution are on.
     public let flags: OfflineSyncFlags
     /// Resolves items that had pending state right after the user changed them.
     public let resolver: OfflineSyncResolver

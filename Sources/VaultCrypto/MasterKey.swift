@@ -30,8 +30,11 @@ public enum KdfConfig: Sendable, Hashable, Codable, CustomStringConvertible {
     public static let `default` = KdfConfig.pbkdf2(iterations: pbkdf2DefaultIterations)
     /// Bitwarden's web-vault defaults for new Argon2id accounts: 3 iterations, 64 MiB, parallelism 4.
     public static let argon2DefaultIterations = 3
+    /// Argon2id memory of a new account, in MiB.
     public static let argon2DefaultMemoryMiB = 64
+    /// Argon2id lanes of a new account.
     public static let argon2DefaultParallelism = 4
+    /// The Argon2id settings of a new account in Bitwarden's web vault.
     public static let argon2idDefault = KdfConfig.argon2id(
         iterations: argon2DefaultIterations, memoryMiB: argon2DefaultMemoryMiB, parallelism: argon2DefaultParallelism)
 

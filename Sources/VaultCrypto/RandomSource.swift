@@ -34,6 +34,7 @@ extension RandomSource {
 /// The operating system's cryptographically secure generator (`/dev/urandom` on Linux,
 /// `arc4random_buf` on Apple platforms).
 public struct SystemRandomSource: RandomSource {
+    /// The system's generator (stateless; any number of copies draw from the same source).
     public init() {}
 
     public func bytes(_ count: Int) -> [UInt8] {

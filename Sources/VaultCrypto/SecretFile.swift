@@ -50,8 +50,11 @@ private func writeChunk(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -
 
 /// A secret file could not be written; nothing at the path was changed.
 public struct SecretFileError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The file that was to be written.
     public let path: String
+    /// The system call that failed (`open`, `write`, `fsync`, `rename`...).
     public let operation: String
+    /// Its `errno`.
     public let code: Int32
 
     public var description: String {

@@ -12,20 +12,68 @@
 /// BitwardenEndpoint.match(method: "PUT", service: .api, segments: ["ciphers", id])  // (.updateCipher, [id])
 /// ```
 public enum BitwardenEndpoint: String, CaseIterable, Sendable, CustomStringConvertible {
-    // Identity service (no access token).
-    case prelogin, preloginPassword, token
-    // API service, answered without an access token.
-    case apiPrelogin, alive, now
-    // API service.
-    case sync, revisionDate, profile
-    case listFolders, createFolder, getFolder, updateFolder, updateFolderByPost, deleteFolder
-    case listCiphers, createCipher, createCipherWrapped, getCipher, getCipherDetails, getCipherFullDetails
-    case updateCipher, updateCipherByPost, softDeleteCipher, deleteCipher, deleteCipherByPost, restoreCipher
+    /// `POST /identity/accounts/prelogin`: the account's KDF settings.
+    case prelogin
+    /// `POST /identity/accounts/prelogin/password`: the same on newer servers.
+    case preloginPassword
+    /// `POST /identity/connect/token`: log in (password grant) or refresh a session.
+    case token
+    /// `POST /api/accounts/prelogin`: the older prelogin route on the API service.
+    case apiPrelogin
+    /// `GET /api/alive`: the server's clock, no token needed.
+    case alive
+    /// `GET /api/now`: the same as ``alive``.
+    case now
+    /// `GET /api/sync`: every item, folder and the profile of the user.
+    case sync
+    /// `GET /api/accounts/revision-date`: when anything in the account last changed.
+    case revisionDate
+    /// `GET /api/accounts/profile`.
+    case profile
+    /// `GET /api/folders`.
+    case listFolders
+    /// `POST /api/folders`.
+    case createFolder
+    /// `GET /api/folders/{id}`.
+    case getFolder
+    /// `PUT /api/folders/{id}`.
+    case updateFolder
+    /// `POST /api/folders/{id}`: the older form of ``updateFolder``.
+    case updateFolderByPost
+    /// `DELETE /api/folders/{id}`.
+    case deleteFolder
+    /// `GET /api/ciphers`: every item of the user.
+    case listCiphers
+    /// `POST /api/ciphers`: create an item (the server assigns its id).
+    case createCipher
+    /// `POST /api/ciphers/create`: create an item wrapped with its collections.
+    case createCipherWrapped
+    /// `GET /api/ciphers/{id}`.
+    case getCipher
+    /// `GET /api/ciphers/{id}/details`.
+    case getCipherDetails
+    /// `GET /api/ciphers/{id}/full-details`.
+    case getCipherFullDetails
+    /// `PUT /api/ciphers/{id}` with `lastKnownRevisionDate`: edit an item.
+    case updateCipher
+    /// `POST /api/ciphers/{id}`: the older form of ``updateCipher``.
+    case updateCipherByPost
+    /// `PUT /api/ciphers/{id}/delete`: move an item to the trash.
+    case softDeleteCipher
+    /// `DELETE /api/ciphers/{id}`: delete an item for good.
+    case deleteCipher
+    /// `POST /api/ciphers/{id}/delete`: an obsolete alias of ``deleteCipher`` on both servers.
+    case deleteCipherByPost
+    /// `PUT /api/ciphers/{id}/restore`: take an item out of the trash.
+    case restoreCipher
 
     /// The two services of a Bitwarden server (separate base URLs in the cloud, one host with
     /// `/identity` and `/api` prefixes when self-hosted).
     public enum Service: String, Sendable {
-        case identity, api
+        /// Login and prelogin (`/identity`).
+        case identity
+        /// Everything else (`/api`), with the user's access token.
+        case api
     }
 
     /// The method and the service-relative pattern.

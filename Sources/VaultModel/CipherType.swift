@@ -64,10 +64,12 @@ public enum CipherType: Sendable, Hashable, Codable, CustomStringConvertible {
         }
     }
 
+    /// Decodes the wire's integer, keeping values this build does not name.
     public init(from decoder: any Decoder) throws {
         self.init(rawValue: try decoder.singleValueContainer().decode(Int.self))
     }
 
+    /// Encodes the integer as the server sent it.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
@@ -76,14 +78,17 @@ public enum CipherType: Sendable, Hashable, Codable, CustomStringConvertible {
 
 /// A small integer enum from the wire that keeps values it does not name.
 public protocol OpenIntegerEnum: RawRepresentable, Sendable, Hashable, Codable where RawValue == Int {
+    /// Any value from the wire, named or not (never fails).
     init(rawValue: Int)
 }
 
 extension OpenIntegerEnum {
+    /// Decodes the wire's integer, keeping values this build does not name.
     public init(from decoder: any Decoder) throws {
         self.init(rawValue: try decoder.singleValueContainer().decode(Int.self))
     }
 
+    /// Encodes the integer as the server sent it.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)

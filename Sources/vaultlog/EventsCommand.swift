@@ -63,6 +63,7 @@ struct Events: ParsableCommand {
             let wanted = Set(types.compactMap { VaultEventType(name: $0)?.rawValue })
             let user = key.user
             var shown = 0
+            var unreadable: [UInt64] = []
             try store.log.forEachEnvelope(from: from ?? 1, to: to ?? .max) { envelope in
                 let header = envelope.header
                 if let user, header.userId != user { return true }
@@ -70,16 +71,21 @@ struct Events: ParsableCommand {
                 if !wanted.isEmpty, !wanted.contains(header.eventType) { return true }
                 let record = EventRecord(envelope: envelope, key: unlocked, reveal: reveal)
                 shown += 1
+                if record.bodyError != nil { unreadable.append(header.sequence) }
                 if json {
                     try Console.json(record)
                 } else {
-                    Console.out("\(record.line)")
-                    Console.out("    user \(record.userId)" + (record.cipherId.isEmpty ? "" : ", item \(record.cipherId)") + ", type \(record.type)")
-                    if let error = record.bodyError { Console.out("    body not readable: \(error)") }
+                    // One line per event: the explanation, then who and what it concerns.
+                    let context = ["user \(record.userId)"] + (record.cipherId.isEmpty ? [] : ["item \(record.cipherId)"])
+                        + ["type \(record.type)"] + (record.bodyError.map { ["body not readable: \($0)"] } ?? [])
+                    Console.out("\(record.line) [\(context.joined(separator: ", "))]")
                 }
                 return true
             }
             if shown == 0 && !json { Console.note("no events match") }
+            if let first = unreadable.first {
+                throw CLIError(.problemsFound, EventRecord.unreadableSummary(count: unreadable.count, first: first, directory: directory))
+            }
         }
     }
 }

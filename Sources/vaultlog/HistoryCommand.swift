@@ -8,7 +8,7 @@ struct History: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Explain every event and outcome of one item, in order, in words.",
         discussion: """
-        Each line is one event: "seq 12, 2026-01-01 10:00:00: edited offline, password changed \
+        Each line is one event: "seq 12, 2026-01-01 10:00:00Z: edited offline, password changed \
         (based on server revision …)", "seq 20, …: backup of the server copy created as <id> \
         (conflict: …)". With a key the explanation uses the event's body (names, revisions, \
         errors, retry times); an item created offline is followed under its temporary id and its \
@@ -72,12 +72,17 @@ struct History: ParsableCommand {
             }
             if json {
                 for record in records { try Console.json(record) }
-                return
+            } else {
+                let others = aliases.subtracting([cipher]).sorted()
+                Console.out("history of item \(cipher)" + (others.isEmpty ? "" : " (also known as \(others.joined(separator: ", ")))")
+                            + ", user \(Set(records.map(\.userId)).sorted().joined(separator: ", ")): \(records.count) event(s)")
+                for record in records { Console.out(record.line) }
             }
-            let others = aliases.subtracting([cipher]).sorted()
-            Console.out("history of item \(cipher)" + (others.isEmpty ? "" : " (also known as \(others.joined(separator: ", ")))")
-                        + ", user \(Set(records.map(\.userId)).sorted().joined(separator: ", ")): \(records.count) event(s)")
-            for record in records { Console.out(record.line) }
+            let unreadable = records.filter { $0.bodyError != nil }
+            if let first = unreadable.first {
+                throw CLIError(.problemsFound, EventRecord.unreadableSummary(count: unreadable.count, first: first.sequence,
+                                                                            directory: directory))
+            }
         }
     }
 

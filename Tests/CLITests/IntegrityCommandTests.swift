@@ -58,6 +58,30 @@ struct IntegrityCommandTests {
         #expect(result.stderr.contains("event 3"))
     }
 
+    /// `events` and `history` show what they can of a damaged log (every other event), then
+    /// exit 1 naming the first event that did not open, as `verify` would.
+    @Test func eventsAndHistory_onADamagedEvent_showTheRest_andExit1() throws {
+        let copy = TemporaryDirectory("vaultlog-corrupt")
+        try fixture.copyStore(to: copy.path)
+        let target = try #require(try StoreFixture.envelopes(of: fixture.store).first { $0.header.sequence == 3 })
+        try flipByte(ofEnvelope: target.bytes, inDataFileOf: copy.path)
+
+        let events = try CLI.run(["events", copy.path] + fixture.passwordArgs)
+        #expect(events.status == 1, "\(events)")
+        #expect(events.stdout.contains("seq 2, 2026-01-01 10:02:00Z: edited offline"), "\(events)")
+        #expect(events.stdout.contains("seq 10,"), "the events after the damaged one are shown")
+        #expect(events.stderr.contains("1 event(s) shown above could not be read with this key (first: sequence 3)"), "\(events)")
+        #expect(events.stderr.contains("vaultlog verify \(copy.path)"))
+
+        let history = try CLI.run(["history", copy.path, "server-bank", "--json"] + fixture.passwordArgs)
+        #expect(history.status == 1, "\(history)")
+        #expect(try history.jsonLines().count == 3, "\(history)")
+        #expect(history.stderr.contains("(first: sequence 3)"), "\(history)")
+
+        let clean = try CLI.run(["events", fixture.store] + fixture.passwordArgs)
+        #expect(clean.status == 0, "\(clean)")
+    }
+
     @Test func notAStore_exits4NamingTheFile() throws {
         let dir = TemporaryDirectory("vaultlog-garbage")
         try Data(repeating: 0x5A, count: 16384).write(to: URL(fileURLWithPath: dir.file("data.mdb")))

@@ -45,7 +45,7 @@ struct ReadingCommandTests {
         let result = try CLI.run(["events", fixture.store])
         #expect(result.status == 0, "\(result)")
         #expect(result.stderr.contains("headers only"), "\(result)")
-        #expect(result.stdout.contains("seq 2, 2026-01-01 10:02:00: edited offline"), "\(result)")
+        #expect(result.stdout.contains("seq 2, 2026-01-01 10:02:00Z: edited offline"), "\(result)")
         #expect(!result.stdout.contains("Bank"), "no body without a key")
         #expect(result.stdout.split(separator: "\n").filter { $0.hasPrefix("seq ") }.count == 10)
     }
@@ -209,24 +209,24 @@ struct ReadingCommandTests {
         #expect(result.status == 0, "\(result)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first?.hasPrefix("history of item server-bank") == true, "\(result)")
-        #expect(lines.contains { $0.hasPrefix("seq 2, 2026-01-01 10:02:00: edited offline, password changed (based on server revision \(StoreFixture.baseRevision))") })
-        #expect(lines.contains { $0.hasPrefix("seq 6, 2026-01-01 10:06:00: resolution attempt 1 failed: HTTP 503 Service Unavailable; next retry at 2026-01-01 10:11:00") })
+        #expect(lines.contains { $0.hasPrefix("seq 2, 2026-01-01 10:02:00Z: edited offline, password changed (based on server revision \(StoreFixture.baseRevision))") })
+        #expect(lines.contains { $0.hasPrefix("seq 6, 2026-01-01 10:06:00Z: resolution attempt 1 failed: HTTP 503 Service Unavailable; next retry at 2026-01-01 10:11:00Z") })
     }
 
     @Test func history_followsTemporaryIdToServerId() throws {
         let result = try CLI.run(["history", fixture.store, "server-mail"] + fixture.passwordArgs)
         #expect(result.status == 0, "\(result)")
         #expect(result.stdout.contains("also known as c-temp"), "\(result)")
-        #expect(result.stdout.contains("seq 1, 2026-01-01 10:01:00: created offline: \"Mail\""))
-        #expect(result.stdout.contains("seq 8, 2026-01-01 10:08:00: created on the server: temporary id c-temp is now server id server-mail"))
-        #expect(result.stdout.contains("seq 9, 2026-01-01 10:09:00: resolved"))
+        #expect(result.stdout.contains("seq 1, 2026-01-01 10:01:00Z: created offline: \"Mail\""))
+        #expect(result.stdout.contains("seq 8, 2026-01-01 10:08:00Z: created on the server: temporary id c-temp is now server id server-mail"))
+        #expect(result.stdout.contains("seq 9, 2026-01-01 10:09:00Z: resolved"))
     }
 
     @Test func history_withoutKey_namesEventKinds() throws {
         let result = try CLI.run(["history", fixture.store, "server-notes"])
         #expect(result.status == 0, "\(result)")
         #expect(result.stderr.contains("headers only"))
-        #expect(result.stdout.contains("seq 4, 2026-01-01 10:04:00: moved to the trash offline"), "\(result)")
+        #expect(result.stdout.contains("seq 4, 2026-01-01 10:04:00Z: moved to the trash offline"), "\(result)")
     }
 
     @Test func history_unknownItem_exits1() throws {
@@ -282,5 +282,29 @@ struct ItemsCommandTests {
             #expect(result.stderr.contains(id), "\(result)")
         }
         #expect(result.stdout.isEmpty)
+    }
+}
+
+/// The master password from the environment, for scripts that cannot use a file.
+@Suite("vaultlog password from VAULTLOG_PASSWORD")
+struct PasswordEnvironmentTests {
+    let fixture = StoreFixture.shared
+
+    @Test func vaultlogPassword_unlocksWithEmail_andAWrongOneExits3() throws {
+        let good = try CLI.run(["pending", fixture.store, "--email", StoreFixture.email],
+                               environment: ["VAULTLOG_PASSWORD": StoreFixture.password])
+        #expect(good.status == 0, "\(good)")
+        #expect(!good.stderr.contains("headers only"), "\(good)")
+        #expect(good.stdout.contains("\"Bank\""), "\(good)")
+        let bad = try CLI.run(["pending", fixture.store, "--email", StoreFixture.email],
+                              environment: ["VAULTLOG_PASSWORD": "not the password"])
+        #expect(bad.status == 3, "\(bad)")
+        #expect(bad.stderr.contains("wrong master password"), "\(bad)")
+    }
+
+    @Test func aPasswordFile_winsOverTheEnvironment() throws {
+        let result = try CLI.run(["pending", fixture.store] + fixture.passwordArgs,
+                                 environment: ["VAULTLOG_PASSWORD": "not the password"])
+        #expect(result.status == 0, "\(result)")
     }
 }

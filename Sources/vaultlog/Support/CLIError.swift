@@ -116,7 +116,8 @@ func reportingErrorsAsync(storePath: String?, _ body: () async throws -> Void) a
 
 extension AsyncParsableCommand {
     /// `main()` with the exit codes of `Docs/CLI.md`: argument-parser reports usage errors
-    /// with 64 (`EX_USAGE`); vaultlog documents 2. Everything else is as `main()` does it.
+    /// with 64 (`EX_USAGE`); vaultlog documents 2. A ``CLIError`` exits with its own status.
+    /// Everything else is as `main()` does it.
     static func mainWithDocumentedExitCodes() async -> Never {
         do {
             var command = try parseAsRoot()
@@ -126,6 +127,11 @@ extension AsyncParsableCommand {
                 try command.run()
             }
             terminate(0)
+        } catch let failure as CLIError {
+            // A command that threw its documented failure without `reportingErrors`: the same
+            // message form and its documented exit code, never argument-parser's generic 1.
+            Console.error("error: \(failure.message)")
+            terminate(failure.status.rawValue)
         } catch {
             let code = exitCode(for: error)
             let message = fullMessage(for: error)

@@ -53,6 +53,13 @@ struct EventRecord: Encodable {
     }
 
     /// Describes `envelope`; opens its body when `key` is the key of its user.
+    /// The closing error of a command that showed events whose body did not open with the
+    /// key (exit 1, like `verify`): how many, the first, and what to run next.
+    static func unreadableSummary(count: Int, first: UInt64, directory: String) -> String {
+        "\(count) event(s) shown above could not be read with this key (first: sequence \(first)): "
+            + "the event is damaged or not this key's; run 'vaultlog verify \(directory)' with the key for a full report"
+    }
+
     init(envelope: Envelope, key: UnlockedUser?, reveal: Bool) {
         let header = envelope.header
         sequence = header.sequence
@@ -91,7 +98,7 @@ struct EventRecord: Encodable {
         explanation = Self.explain(header: header, type: vaultType, event: event, operation: operation)
     }
 
-    /// `seq 12, 2026-01-01 10:00:00: <explanation>`.
+    /// `seq 12, 2026-01-01 10:00:00Z: <explanation>`.
     var line: String { "seq \(sequence), \(Format.time(millis: recordedAtMillis)): \(explanation)" }
 
     // MARK: Explanations

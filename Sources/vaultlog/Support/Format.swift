@@ -3,8 +3,11 @@ import VaultModel
 
 /// Text forms of times and sizes, all UTC so output does not depend on the machine.
 enum Format {
-    /// `2026-01-01 10:00:00` (UTC), for people.
-    static func time(millis: Int64) -> String {
+    /// `2026-01-01 10:00:00Z`: UTC, labelled, to the second, for people.
+    static func time(millis: Int64) -> String { plain(millis: millis) + "Z" }
+
+    /// `2026-01-01 10:00:00`, the UTC digits without the label.
+    private static func plain(millis: Int64) -> String {
         let (seconds, _) = split(millis)
         var t = time_t(seconds)
         var parts = tm()
@@ -16,7 +19,7 @@ enum Format {
     /// `2026-01-01T10:00:00.000Z` (RFC 3339, UTC, milliseconds), for machines.
     static func iso(millis: Int64) -> String {
         let (_, fraction) = split(millis)
-        return time(millis: millis).replacingOccurrences(of: " ", with: "T") + String(format: ".%03dZ", fraction)
+        return plain(millis: millis).replacingOccurrences(of: " ", with: "T") + String(format: ".%03dZ", fraction)
     }
 
     /// `time(millis:)` of a Bitwarden date text (`2026-01-01T10:00:00.0000000Z`); the text

@@ -5,9 +5,10 @@ import OfflineSync
 import VaultCrypto
 
 /// How a reading command gets a user key. Secrets never come from argv: the master password
-/// from a file or stdin, the user key from a file.
+/// from a file, stdin, the `VAULTLOG_PASSWORD` environment variable or a prompt without echo;
+/// the user key from a file.
 struct KeyOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Unlock the stored account of this email (needs --password-file or --password-stdin).",
+    @Option(help: ArgumentHelp("Unlock the stored account of this email (the master password from --password-file, --password-stdin, VAULTLOG_PASSWORD or a prompt).",
                                valueName: "email"))
     var email: String?
 
@@ -28,8 +29,8 @@ struct KeyOptions: ParsableArguments {
 
     func validate() throws {
         if email != nil {
-            if passwordFile == nil && !passwordStdin && !Secrets.stdinIsTerminal {
-                throw ValidationError("--email needs the master password: add --password-file FILE or --password-stdin (or run it at a terminal to be asked)")
+            if passwordFile == nil && !passwordStdin && Secrets.environment("VAULTLOG_PASSWORD") == nil && !Secrets.stdinIsTerminal {
+                throw ValidationError("--email needs the master password: add --password-file FILE or --password-stdin, set VAULTLOG_PASSWORD, or run it at a terminal to be asked")
             }
             if passwordFile != nil && passwordStdin {
                 throw ValidationError("give the master password once: --password-file or --password-stdin, not both")
@@ -46,7 +47,7 @@ struct KeyOptions: ParsableArguments {
     var hasKey: Bool { email != nil || userKeyFile != nil }
 
     /// The note printed when no key was given.
-    static let headersOnlyNote = "no key given: showing headers only (bodies need --email E with --password-file F or --password-stdin, or --user-key-file F)"
+    static let headersOnlyNote = "no key given: showing headers only (bodies need --email E with --password-file F, --password-stdin or VAULTLOG_PASSWORD, or --user-key-file F)"
 
     /// Unlocks the store with the given key and returns the user it belongs to, or nil when
     /// no key was given. Wrong keys fail with exit code 3.
@@ -108,6 +109,7 @@ struct KeyOptions: ParsableArguments {
     private func readPassword() throws -> String {
         if let passwordFile { return try Secrets.readFile(passwordFile, what: "master password") }
         if passwordStdin { return try Secrets.readStdinLine(what: "master password", option: "--password-stdin") }
+        if let value = Secrets.environment("VAULTLOG_PASSWORD") { return value }
         return try Secrets.prompt("Master password for \(email ?? "the account"): ", what: "master password")
     }
 
