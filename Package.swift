@@ -3,6 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "VaultLog",
+    // Minimum versions for the Synchronization module (Mutex, Atomic), not a claim of testing:
+    // Linux is where this package is built and tested; see the README's "Platforms".
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "LMDB", targets: ["LMDB"]),
@@ -17,7 +19,7 @@ let package = Package(
         .executable(name: "vaultlog", targets: ["vaultlog"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),

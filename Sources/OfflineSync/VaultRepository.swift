@@ -35,6 +35,15 @@ public enum SaveResult: Sendable, Equatable {
     /// Nothing to do (the item was not found locally).
     case noOp
 
+    /// The item as the local store holds it after the operation: the server's copy, the copy
+    /// saved offline, or the resolved one; nil when the item is gone or nothing was done.
+    public var cipher: Cipher? {
+        switch self {
+        case .online(let cipher), .savedOffline(let cipher, _), .resolved(let cipher, _): return cipher
+        case .discardedLocally, .noOp: return nil
+        }
+    }
+
     /// True when the operation is still waiting for the server (saved offline), or never
     /// needed it (discarded locally, nothing to do).
     public var isOffline: Bool {

@@ -58,8 +58,7 @@ struct Events: ParsableCommand {
         try reportingErrors(storePath: directory) {
             let store = try StoreAccess.openForReading(directory)
             defer { store.close() }
-            let unlocked = try key.unlock(store)
-            if unlocked == nil { Console.note(KeyOptions.headersOnlyNote) }
+            let (unlocked, _) = try key.unlockForReading(store)
             let wanted = Set(types.compactMap { VaultEventType(name: $0)?.rawValue })
             let user = key.user
             var shown = 0

@@ -47,10 +47,7 @@ struct History: ParsableCommand {
         try reportingErrors(storePath: directory) {
             let store = try StoreAccess.openForReading(directory)
             defer { store.close() }
-            let unlocked = try key.unlock(store)
-            if unlocked == nil { Console.note(KeyOptions.headersOnlyNote) }
-            var users = try StoreAccess.userIds(store)
-            if let only = unlocked?.userId ?? key.user { users = users.filter { $0 == only } }
+            let (unlocked, users) = try key.unlockForReading(store)
             let cipher = try Self.resolve(self.cipher, store: store, users: users, unlocked: unlocked)
 
             var records: [EventRecord] = []

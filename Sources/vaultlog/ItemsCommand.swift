@@ -35,13 +35,7 @@ struct Items: ParsableCommand {
         try reportingErrors(storePath: directory) {
             let store = try StoreAccess.openForReading(directory)
             defer { store.close() }
-            let unlocked = try key.unlock(store)
-            if unlocked == nil { Console.note(KeyOptions.headersOnlyNote) }
-            var users = try StoreAccess.userIds(store)
-            if let only = unlocked?.userId ?? key.user {
-                guard users.contains(only) else { throw CLIError.usage("the store has no user \(only)") }
-                users = [only]
-            }
+            let (unlocked, users) = try key.unlockForReading(store)
             var entries = try ItemIndex(store: store, users: users, unlocked: unlocked).entries
             if pending { entries = entries.filter { $0.pending != nil } }
             if json {

@@ -31,10 +31,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func verify_flippedByteInEnvelopeBody_exits1NamingTheSequence() throws {
-        let copy = TemporaryDirectory("vaultlog-corrupt")
-        try fixture.copyStore(to: copy.path)
-        let target = try #require(try StoreFixture.envelopes(of: fixture.store).first { $0.header.sequence == 3 })
-        try flipByte(ofEnvelope: target.bytes, inDataFileOf: copy.path)
+        let copy = try copyWithEvent3Damaged()
 
         let result = try CLI.run(["verify", copy.path] + fixture.passwordArgs)
         #expect(result.status == 1, "\(result)")
@@ -47,10 +44,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func events_onCorruptedCopy_exits4NamingTheEvent() throws {
-        let copy = TemporaryDirectory("vaultlog-corrupt")
-        try fixture.copyStore(to: copy.path)
-        let target = try #require(try StoreFixture.envelopes(of: fixture.store).first { $0.header.sequence == 3 })
-        try flipByte(ofEnvelope: target.bytes, inDataFileOf: copy.path)
+        let copy = try copyWithEvent3Damaged()
 
         let result = try CLI.run(["pending", copy.path] + fixture.passwordArgs)
         #expect(result.status == 4, "\(result)")
@@ -61,10 +55,7 @@ struct IntegrityCommandTests {
     /// `events` and `history` show what they can of a damaged log (every other event), then
     /// exit 1 naming the first event that did not open, as `verify` would.
     @Test func eventsAndHistory_onADamagedEvent_showTheRest_andExit1() throws {
-        let copy = TemporaryDirectory("vaultlog-corrupt")
-        try fixture.copyStore(to: copy.path)
-        let target = try #require(try StoreFixture.envelopes(of: fixture.store).first { $0.header.sequence == 3 })
-        try flipByte(ofEnvelope: target.bytes, inDataFileOf: copy.path)
+        let copy = try copyWithEvent3Damaged()
 
         let events = try CLI.run(["events", copy.path] + fixture.passwordArgs)
         #expect(events.status == 1, "\(events)")
@@ -88,6 +79,16 @@ struct IntegrityCommandTests {
         let result = try CLI.run(["info", dir.path])
         #expect(result.status == 4, "\(result)")
         #expect(result.stderr.contains("\(dir.path)/data.mdb"))
+    }
+
+    /// A copy of the fixture's store in which event 3 (a password change of `server-bank`) has
+    /// one ciphertext byte flipped.
+    private func copyWithEvent3Damaged() throws -> TemporaryDirectory {
+        let copy = TemporaryDirectory("vaultlog-corrupt")
+        try fixture.copyStore(to: copy.path)
+        let target = try #require(try StoreFixture.envelopes(of: fixture.store).first { $0.header.sequence == 3 })
+        try flipByte(ofEnvelope: target.bytes, inDataFileOf: copy.path)
+        return copy
     }
 
     /// Flips one ciphertext byte of every stored copy of `envelope` in `data.mdb`.

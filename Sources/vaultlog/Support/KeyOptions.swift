@@ -61,6 +61,19 @@ struct KeyOptions: ParsableArguments {
         return unlocked
     }
 
+    /// What a reading command (`events`, `items`, `history`) starts with: the store unlocked
+    /// with the given key (a note on stderr when there is none: only headers can be shown), and
+    /// the users it shows: the key's user, or `--user`, or every user. An unknown `--user` is a
+    /// usage error.
+    func unlockForReading(_ store: VaultLogStore) throws -> (unlocked: UnlockedUser?, users: [String]) {
+        let unlocked = try unlock(store)
+        if unlocked == nil { Console.note(Self.headersOnlyNote) }
+        let users = try StoreAccess.userIds(store)
+        guard let only = unlocked?.userId ?? user else { return (unlocked, users) }
+        guard users.contains(only) else { throw CLIError.usage("the store has no user \(only)") }
+        return (unlocked, [only])
+    }
+
     /// The key and its user, from the stored `accounts` (for `--email`) or the key file; nil
     /// when no key was given. `users` are the users the key may belong to.
     func resolve(accounts: [StoredAccount], users: [String], where place: String) throws -> UnlockedUser? {
