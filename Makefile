@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # because another one happened to pull the module in is an error).
 IMPORT_CHECK := --explicit-target-dependency-import-check error
 
-.PHONY: deps build docs demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
+.PHONY: deps build docs graph demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target;
 # libargon2-dev provides argon2.h, libargon2.so and libargon2.pc for CArgon2 (Argon2id accounts).
@@ -45,6 +45,21 @@ docs: build
 		--fallback-display-name OfflineSync --fallback-bundle-identifier org.vaultlog.OfflineSync \
 		--output-path .build/docs/OfflineSync.doccarchive --warnings-as-errors
 
+# What an app that embeds only the library resolves: Examples/LibraryOnly depends on the
+# OfflineSync and BitwardenAPI products with the "Tools" trait off. Resolving it (no build)
+# must not fetch SwiftNIO, Hummingbird, AsyncHTTPClient or argument-parser.
+GRAPH_SCRATCH := .build/graph
+TOOL_PACKAGES := swift-nio hummingbird async-http-client swift-argument-parser
+graph:
+	@rm -rf $(GRAPH_SCRATCH) && mkdir -p $(GRAPH_SCRATCH)
+	@$(SWIFT) package --package-path Examples/LibraryOnly --scratch-path $(GRAPH_SCRATCH) resolve >$(GRAPH_SCRATCH).log 2>&1 \
+		|| { cat $(GRAPH_SCRATCH).log >&2; exit 1; }
+	@packages=$$(ls $(GRAPH_SCRATCH)/checkouts | sort); \
+	echo "an app using OfflineSync + BitwardenAPI (traits: []) resolves $$(echo $$packages | wc -w) package(s): $$(echo $$packages)"; \
+	for tool in $(TOOL_PACKAGES); do \
+		if echo "$$packages" | grep -qx "$$tool"; then echo "error: $$tool is resolved for a library-only app; a tool dependency lost its trait condition in Package.swift" >&2; exit 1; fi; \
+	done
+
 # The whole test suite (Swift Testing), debug build. Tests run one at a time: dozens of
 # emulators, HTTP clients and child processes at once on two cores starve each other into
 # time-outs, and serial is barely slower (about a minute). The kill tests and the simulation
@@ -52,6 +67,7 @@ docs: build
 test: deps
 	$(SWIFT) build --build-tests $(IMPORT_CHECK)
 	$(MAKE) --no-print-directory docs
+	$(MAKE) --no-print-directory graph
 	$(SWIFT) test --skip-build --no-parallel --skip WriterKillTests --skip ResolverKillTests --skip SimulationTests
 	$(SWIFT) test --skip-build --filter WriterKillTests
 	$(SWIFT) test --skip-build --filter ResolverKillTests

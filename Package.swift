@@ -18,6 +18,14 @@ let package = Package(
         .library(name: "Replay", targets: ["Replay"]),
         .executable(name: "vaultlog", targets: ["vaultlog"]),
     ],
+    // "Tools" (on by default) brings the server-side parts: the emulator (Hummingbird), the
+    // AsyncHTTPClient transport, Replay and the CLI. An app that embeds only the library turns it
+    // off (`.package(path: …, traits: [])` or `traits: []` on a versioned dependency) and then
+    // resolves no SwiftNIO, Hummingbird, AsyncHTTPClient or argument-parser: see the README.
+    traits: [
+        .trait(name: "Tools", description: "The Bitwarden emulator, the SwiftNIO transport, Replay and the vaultlog CLI."),
+        .default(enabledTraits: ["Tools"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -87,10 +95,10 @@ let package = Package(
             name: "BitwardenAPINIO",
             dependencies: [
                 "BitwardenAPI",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["Tools"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Tools"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["Tools"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Tools"])),
             ]
         ),
         .target(
@@ -99,10 +107,10 @@ let package = Package(
                 "VaultCrypto", "VaultModel",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Tools"])),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Tools"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Tools"])),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Tools"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -120,7 +128,7 @@ let package = Package(
             name: "vaultlog",
             dependencies: [
                 "EventLog", "LMDB", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "Replay",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["Tools"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -29,8 +29,11 @@ enum Secrets {
 
     /// Asks the person at the terminal for a secret, without echo; the prompt goes to stderr.
     static func prompt(_ prompt: String, what: String) throws -> String {
-        FileHandle.standardError.write(Data(prompt.utf8))
-        let line = withEchoOff { readLine(strippingNewline: true) }
+        // Echo goes off before the prompt is shown, so nothing typed after it can be echoed.
+        let line = withEchoOff { () -> String? in
+            FileHandle.standardError.write(Data(prompt.utf8))
+            return readLine(strippingNewline: true)
+        }
         FileHandle.standardError.write(Data("\n".utf8))
         guard let line, !line.isEmpty else { throw CLIError.key("no \(what) was typed") }
         return line
