@@ -308,3 +308,32 @@ struct PasswordEnvironmentTests {
         #expect(result.status == 0, "\(result)")
     }
 }
+
+/// `user-key` writes the file `--user-key-file` reads.
+@Suite("vaultlog user-key")
+struct UserKeyCommandTests {
+    let fixture = StoreFixture.shared
+
+    @Test func writesAKeyFileThatOpensTheEvents_readableByTheOwnerOnly() throws {
+        let dir = TemporaryDirectory("vaultlog-user-key")
+        try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
+        let file = dir.file("alice.key")
+        let written = try CLI.run(["user-key", fixture.store, "--out", file] + fixture.passwordArgs)
+        #expect(written.status == 0, "\(written)")
+        #expect(!written.stdout.contains(try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)),
+                "the key is never printed")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+        #expect(try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                == fixture.userKey.exportBase64())
+        let events = try CLI.run(["events", fixture.store, "--user-key-file", file, "--user", StoreFixture.userA])
+        #expect(events.status == 0 && events.stdout.contains("\"Bank\""), "\(events)")
+
+        let again = try CLI.run(["user-key", fixture.store, "--out", file] + fixture.passwordArgs)
+        #expect(again.status == 2 && again.stderr.contains("already exists"), "\(again)")
+        let wrong = try CLI.run(["user-key", fixture.store, "--out", dir.file("x.key"), "--email", StoreFixture.email,
+                                 "--password-file", fixture.wrongPasswordFile])
+        #expect(wrong.status == 3, "\(wrong)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("x.key")), "nothing written with a wrong password")
+    }
+}
