@@ -18,6 +18,7 @@ extension Run {
 
     func perform() async throws {
         for (index, step) in scenario.steps.enumerated() {
+            runner.onProgress?("step \(index + 1) of \(scenario.steps.count): \(step.do)")
             do {
                 try await perform(step, index: index)
                 if let expected = step.expectError {

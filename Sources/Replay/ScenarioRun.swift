@@ -97,6 +97,7 @@ final class Run: @unchecked Sendable {
         for user in scenario.users ?? [ScenarioUser(ref: "alice", email: "alice@example.com", password: "alice's master password")] {
             try emulator?.createAccount(email: user.email, password: user.password, kdf: user.kdf ?? .pbkdf2(iterations: 5000))
             let client = BitwardenClient(configuration: clientConfiguration())
+            runner.onProgress?("logging in \(user.email) (the device and another device: each login derives the master key)")
             let login = try await client.login(email: user.email, password: user.password)
             let other = BitwardenClient(configuration: clientConfiguration())
             _ = try await other.login(email: user.email, password: user.password)

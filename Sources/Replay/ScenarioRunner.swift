@@ -36,6 +36,10 @@ public struct ScenarioRunner: Sendable {
     public var keepServerRunning = false
     /// Allow a ``ScenarioServer/remote(_:)`` server over plain `http` that is not on loopback.
     public var allowInsecureHTTP = false
+    /// Told what the run is doing, as a short phrase ("logging in alice@example.com (two
+    /// sessions; each derives the master key)", "step 3 of 27: offline"): for a person
+    /// watching a run against a slow server. Nil: nothing is told.
+    public var onProgress: (@Sendable (String) -> Void)?
     /// Where the run's components log (default: warnings and worse only, so a replay's output
     /// is its result).
     public var logger: Logger = {

@@ -86,6 +86,10 @@ struct Demo: AsyncParsableCommand {
         runner.storePath = storePath
         runner.keepServerRunning = keep
         runner.logger = Console.logger("vaultlog.demo")
+        if server != nil {
+            // A real server answers slowly (the KDF, the network): say what the run waits for.
+            runner.onProgress = { Console.error("  \($0)…") }
+        }
         let email: String, password: String
         if let server {
             guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
