@@ -95,9 +95,15 @@ func reportingErrors(storePath: String?, _ body: () throws -> Void) throws {
     } catch let exit as ExitCode {
         throw exit
     } catch {
-        let failure = CLIError.classify(error, storePath: storePath)
-        Console.error("error: \(failure.message)")
-        throw ExitCode(failure.status.rawValue)
+        throw CLIError.classify(error, storePath: storePath).reported()
+    }
+}
+
+extension CLIError {
+    /// Prints `error: MESSAGE` on stderr and returns the exit code to end with.
+    func reported() -> ExitCode {
+        Console.error("error: \(message)")
+        return ExitCode(status.rawValue)
     }
 }
 
@@ -108,9 +114,7 @@ func reportingErrorsAsync(storePath: String?, _ body: () async throws -> Void) a
     } catch let exit as ExitCode {
         throw exit
     } catch {
-        let failure = CLIError.classify(error, storePath: storePath)
-        Console.error("error: \(failure.message)")
-        throw ExitCode(failure.status.rawValue)
+        throw CLIError.classify(error, storePath: storePath).reported()
     }
 }
 
@@ -130,8 +134,7 @@ extension AsyncParsableCommand {
         } catch let failure as CLIError {
             // A command that threw its documented failure without `reportingErrors`: the same
             // message form and its documented exit code, never argument-parser's generic 1.
-            Console.error("error: \(failure.message)")
-            terminate(failure.status.rawValue)
+            terminate(failure.reported().rawValue)
         } catch {
             let code = exitCode(for: error)
             let message = fullMessage(for: error)

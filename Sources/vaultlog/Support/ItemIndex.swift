@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import VaultCrypto
 import VaultModel
 
 /// Every item the store knows of, per user: the local copies (the vault as the app shows it)
@@ -21,6 +22,16 @@ struct ItemIndex {
         var localCopy: Bool
         /// Why the name could not be decrypted (with a key).
         var decryptError: String?
+
+        /// Type, folder and trash state from `cipher` (stored in clear), and its name when
+        /// `key` opens it.
+        mutating func describe(_ cipher: Cipher, key: SymmetricCryptoKey?) {
+            type = cipher.type.description
+            folderId = cipher.folderId
+            inTrash = cipher.deletedDate != nil
+            guard let key else { return }
+            do { name = try cipher.decrypt(userKey: key).name } catch { decryptError = "\(error)" }
+        }
     }
 
     var entries: [Entry] = []
@@ -33,12 +44,9 @@ struct ItemIndex {
             for cipher in try store.localCiphers(userId: user) {
                 guard let id = cipher.id else { continue }
                 seen.insert(id)
-                var entry = Entry(userId: user, id: id, type: cipher.type.description, folderId: cipher.folderId,
-                                  inTrash: cipher.deletedDate != nil, revisionDate: cipher.revisionDate?.text,
+                var entry = Entry(userId: user, id: id, inTrash: false, revisionDate: cipher.revisionDate?.text,
                                   pending: pending[id]?.rawValue, localCopy: true)
-                if let key {
-                    do { entry.name = try cipher.decrypt(userKey: key).name } catch { entry.decryptError = "\(error)" }
-                }
+                entry.describe(cipher, key: key)
                 entries.append(entry)
             }
             // With a key, a pending item without a local copy is described by its newest
@@ -46,12 +54,7 @@ struct ItemIndex {
             let latest = try key.map { _ in try store.projection(userId: user, at: store.log.lastSequence()).pending }
             for (id, type) in pending where !seen.contains(id) {
                 var entry = Entry(userId: user, id: id, inTrash: false, pending: type.rawValue, localCopy: false)
-                if let key, let cipher = latest?[id]?.latest {
-                    entry.type = cipher.type.description
-                    entry.folderId = cipher.folderId
-                    entry.inTrash = cipher.deletedDate != nil
-                    do { entry.name = try cipher.decrypt(userKey: key).name } catch { entry.decryptError = "\(error)" }
-                }
+                if let key, let cipher = latest?[id]?.latest { entry.describe(cipher, key: key) }
                 entries.append(entry)
             }
         }
