@@ -129,6 +129,7 @@ let package = Package(
             dependencies: [
                 "EventLog", "LMDB", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "Replay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["Tools"])),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: .when(traits: ["Tools"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -87,6 +87,18 @@ public enum ExportFormat {
             recordedAtMillis = header.recordedAtMillis
             self.envelope = Base64.encode(envelope.bytes)
         }
+
+        init(sequence: UInt64, formatVersion: UInt8, userId: String, cipherId: String, eventType: UInt16, type: String,
+             recordedAtMillis: Int64, envelope: String) {
+            self.sequence = sequence
+            self.formatVersion = formatVersion
+            self.userId = userId
+            self.cipherId = cipherId
+            self.eventType = eventType
+            self.type = type
+            self.recordedAtMillis = recordedAtMillis
+            self.envelope = envelope
+        }
     }
 
     /// Why a line is not what an export holds there; `reason` is written for a person and
@@ -120,7 +132,11 @@ public enum ExportFormat {
     /// Parses one envelope line: the JSON, the base64, the envelope, and the agreement of the
     /// line's header fields with the envelope's own header.
     public static func envelope(line: String) throws(LineError) -> Envelope {
-        let entry = try decode(EnvelopeLine.self, line, what: "an envelope line")
+        try checked(try decode(EnvelopeLine.self, line, what: "an envelope line"))
+    }
+
+    /// The envelope a parsed line carries, checked against the line's header fields.
+    static func checked(_ entry: EnvelopeLine) throws(LineError) -> Envelope {
         guard let bytes = Base64.decode(entry.envelope) else {
             throw LineError(reason: "\"envelope\" is not base64")
         }

@@ -14,3 +14,7 @@ extension ServerFailure: LocalizedError {
 extension ExportFormat.LineError: LocalizedError {
     public var errorDescription: String? { description }
 }
+
+extension ExportFile.Problem: LocalizedError {
+    public var errorDescription: String? { description }
+}

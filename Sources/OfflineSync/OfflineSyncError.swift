@@ -21,6 +21,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     case pendingChangesNotResolved(cipherId: String, reason: String)
     /// The store location is not a local directory (for example a remote URL).
     case notAFileLocation(String)
+    /// An import needs a store without events, and this one holds some.
+    case storeNotEmpty(lastSequence: UInt64)
 
     public var description: String {
         switch self {
@@ -40,6 +42,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
             return "item \(cipherId) has changes saved offline that could not be sent (\(reason)); offline saving is turned off, so this change was not saved: sync when the server is reachable, then try again"
         case .notAFileLocation(let location):
             return "\(location) is not a local directory: open the store with a file URL or a path"
+        case .storeNotEmpty(let lastSequence):
+            return "the store already holds events (up to sequence \(lastSequence)); import only into a new or empty store (nothing was changed)"
         case .corruptCheckpoint(let reason):
             return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
         }

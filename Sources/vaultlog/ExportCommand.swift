@@ -15,7 +15,8 @@ struct Export: ParsableCommand {
         "envelope", the stored bytes in base64. Envelopes stay sealed: the export holds no \
         plaintext and needs no key. Stored accounts (email, KDF settings, the encrypted user key) \
         are included so an imported copy can be unlocked with --email.
-        The export reads one consistent snapshot. Progress is shown on stderr when it is a terminal.
+        The export reads one consistent snapshot. Progress is shown on stderr when it is a terminal. \
+        Ctrl-C stops it and removes the unfinished FILE.partial (exit 130).
 
         Examples:
           vaultlog export store --out device.vaultlog.jsonl
@@ -40,28 +41,12 @@ struct Export: ParsableCommand {
         try reportingErrors(storePath: directory) {
             let store = try StoreAccess.openForReading(directory)
             defer { store.close() }
+            let interruption = Interruption()   // Ctrl-C: the sink's FILE.partial is removed, exit 130
             let sink = try ExportSink(path: out, force: force)
             let progress = ProgressLine("exporting")
-            let accounts = try store.storedAccounts()
-            let written = try store.log.read { reader -> Int in
-                var count = 0
-                try reader.forEachHeader { _ in count += 1; return true }
-                let metadata = ExportFormat.Metadata(
-                    format: ExportFormat.name, version: ExportFormat.version,
-                    storeFormatVersion: EventLogStore.storeFormatVersion, envelopeFormatVersion: Envelope.currentFormatVersion,
-                    eventCount: count, lastSequence: try reader.lastSequence(), accounts: accounts,
-                    heads: try reader.sealedHeads().mapValues { Base64.encode($0) })
-                try sink.write(ExportFormat.encode(metadata))
-                var written = 0
-                try reader.forEachEnvelope(from: 1, to: .max) { envelope in
-                    try sink.write(ExportFormat.encode(ExportFormat.EnvelopeLine(envelope)))
-                    written += 1
-                    progress.update(written, of: count)
-                    return true
-                }
-                return written
-            }
-            progress.finish()
+            defer { progress.finish() }
+            let written = try store.writeExport({ try interruption.check(); try sink.write($0) },
+                                                progress: { try interruption.check(); progress.update($0, of: $1) })
             try sink.finish()
             if let out { Console.note("exported \(written) event(s) to \(out)") }
         }
@@ -74,7 +59,6 @@ final class ExportSink {
     private let handle: FileHandle
     private let path: String?
     private let partialPath: String?
-    private var buffer = Data()
 
     init(path: String?, force: Bool) throws {
         self.path = path
@@ -99,23 +83,15 @@ final class ExportSink {
         if let partialPath, path != nil { try? FileManager.default.removeItem(atPath: partialPath) }
     }
 
-    func write(_ line: String) throws {
-        buffer.append(contentsOf: line.utf8)
-        buffer.append(UInt8(ascii: "\n"))
-        if buffer.count >= 1 << 20 { try flush() }
-    }
-
-    private func flush() throws {
+    func write(_ chunk: UnsafeRawBufferPointer) throws {
         do {
-            try handle.write(contentsOf: buffer)
+            try handle.write(contentsOf: chunk)
         } catch {
             throw CLIError.storage("cannot write \(partialPath ?? "stdout"): \(error.localizedDescription)")
         }
-        buffer.removeAll(keepingCapacity: true)
     }
 
     func finish() throws {
-        try flush()
         guard let path, let partialPath else { return }
         do {
             try handle.synchronize()

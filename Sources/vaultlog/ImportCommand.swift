@@ -35,13 +35,14 @@ struct Import: ParsableCommand {
     func run() throws {
         try reportingErrors(storePath: directory) {
             try checkTarget()
+            let interruption = Interruption()   // Ctrl-C: nothing is written, a new DIR is removed, exit 130
             // Pass 1: structure of every line; collect users.
-            let scan = try ExportScan(path: file)
+            let scan = try Self.scan(file, interruption)
             // Pass 2 (with a key): MACs of that user's envelopes.
             let unlocked = try key.resolve(accounts: scan.metadata.accounts, users: scan.users, where: "in \(file)")
-            if let unlocked { try scan.authenticate(unlocked) }
+            if let unlocked { try Self.authenticate(scan, unlocked, interruption) }
 
-            let store = try Self.load(scan, into: directory)
+            let store = try Self.load(scan, into: directory, interruption)
             defer { store.close() }
 
             let report = try store.log.verify(keys: unlocked.map { [$0.userId: $0.sealingKey] } ?? [:])
@@ -56,31 +57,64 @@ struct Import: ParsableCommand {
         }
     }
 
-    /// Pass 3 of an import: writes every envelope of a checked file into a new store, in one
-    /// transaction, and its stored accounts. Returns the opened store.
-    static func load(_ scan: ExportScan, into directory: String) throws -> VaultLogStore {
+    /// Pass 1: every line of the file checked (a malformed one is named with its line).
+    static func scan(_ file: String, _ interruption: Interruption? = nil) throws -> ExportFile {
+        let progress = ProgressLine("checking", unit: "lines")
+        defer { progress.finish() }
+        do {
+            return try ExportFile(path: file) { try interruption?.check(); progress.update($0, of: $1) }
+        } catch let problem as ExportFile.Problem {
+            throw CLIError.storage("\(problem); nothing was imported")
+        }
+    }
+
+    /// Pass 2 (with a key): the MAC of every envelope of the key's user.
+    static func authenticate(_ scan: ExportFile, _ unlocked: UnlockedUser, _ interruption: Interruption) throws {
+        let progress = ProgressLine("authenticating", unit: "lines")
+        defer { progress.finish() }
+        let result = try scan.authenticate(userId: unlocked.userId, key: unlocked.sealingKey) {
+            try interruption.check()
+            progress.update($0, of: $1)
+        }
+        guard !result.failed.isEmpty else { return }
+        if result.passed == 0 {
+            throw CLIError.key("the key does not open any event of user \(unlocked.userId) in \(scan.path) (wrong key or wrong --user); nothing was imported")
+        }
+        let list = result.failed.prefix(10).map { "line \($0.line) (seq \($0.sequence))" }.joined(separator: ", ")
+        throw CLIError.storage("\(scan.path): \(result.failed.count) envelope(s) fail authentication (tampered): \(list); nothing was imported")
+    }
+
+    /// Pass 3: every envelope of a checked file written into a new store, in one transaction,
+    /// and its stored accounts. Returns the opened store.
+    /// What the import created (the directory, or the store files in an empty one) is removed
+    /// again when it fails.
+    static func load(_ scan: ExportFile, into directory: String, _ interruption: Interruption? = nil) throws -> VaultLogStore {
+        let created = !FileManager.default.fileExists(atPath: directory)
+        let existing = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
         var options = VaultLogStoreOptions()
         options.eventLog.logger = Console.logger("vaultlog.eventlog")
         options.logger = Console.logger("vaultlog.offlinesync")
         // Room for the whole file up front, so the one transaction is not re-run to grow the map.
-        options.eventLog.environment.mapSize = max(options.eventLog.environment.mapSize, roundedMapSize(for: scan.fileSize))
+        options.eventLog.environment.mapSize = max(options.eventLog.environment.mapSize, scan.suggestedMapSize)
         let store = try VaultLogStore(path: directory, options: options)
+        let progress = ProgressLine("importing")
         do {
-            // The closure may run again if the map grows, so it re-reads the file.
-            try store.log.write { txn in
-                guard try txn.lastSequence() == 0 else {
-                    throw CLIError.usage("\(directory) received events while importing; nothing was imported")
-                }
-                let reader = try LineReader(path: scan.path)
-                _ = reader.next()
-                while let line = reader.next() {
-                    try txn.appendSealed(try ExportScan.envelope(line, number: reader.lineNumber))
-                }
-                for (user, head) in scan.heads { try txn.putSealedHead(userId: user, bytes: head) }
-            }
-            for account in scan.metadata.accounts { try store.saveAccount(account) }
+            try store.importEvents(from: scan) { try interruption?.check(); progress.update($0, of: $1) }
+            progress.finish()
         } catch {
+            progress.finish()
             store.close()
+            if created {
+                try? FileManager.default.removeItem(atPath: directory)
+            } else {
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where !existing.contains(name) {
+                    try? FileManager.default.removeItem(atPath: (directory as NSString).appendingPathComponent(name))
+                }
+            }
+            if let problem = error as? ExportFile.Problem { throw CLIError.storage("\(problem); nothing was imported") }
+            if case OfflineSyncError.storeNotEmpty = error {
+                throw CLIError.usage("\(directory) received events while importing; nothing was imported")
+            }
             throw error
         }
         return store
@@ -104,105 +138,5 @@ struct Import: ParsableCommand {
         if count > 0 {
             throw CLIError.usage("\(directory) already holds a store with \(count) event(s); import only into a new or empty store (nothing was changed)")
         }
-    }
-
-    static func roundedMapSize(for fileSize: Int) -> Int {
-        // Base64 makes the file ~4/3 of the envelopes; index entries and B-tree pages add back
-        // less than that. Twice the file size, in whole MiB, leaves room.
-        (fileSize * 2 / (1 << 20) + 1) << 20
-    }
-}
-
-/// The structural check of an export file (pass 1 of an import).
-struct ExportScan {
-    let path: String
-    let metadata: ExportFormat.Metadata
-    let users: [String]
-    let fileSize: Int
-    /// Each user's sealed head record, from the metadata (checked by verify after the import).
-    let heads: [String: [UInt8]]
-
-    init(path: String) throws {
-        self.path = path
-        guard FileManager.default.isReadableFile(atPath: path) else {
-            throw CLIError.storage("cannot read \(path): no such file, or not readable")
-        }
-        fileSize = ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
-        let reader = try LineReader(path: path)
-        guard let first = reader.next() else { throw Self.malformed(path, 1, "the file is empty") }
-        let metadata: ExportFormat.Metadata
-        do {
-            metadata = try ExportFormat.metadata(line: first)
-        } catch {
-            throw Self.malformed(path, 1, error.reason)
-        }
-        self.metadata = metadata
-        for account in metadata.accounts {
-            do {
-                try account.kdf.validate()
-            } catch {
-                throw Self.malformed(path, 1, "the stored account \(account.email) has KDF settings no client accepts (\(error))")
-            }
-        }
-        var heads: [String: [UInt8]] = [:]
-        for (user, text) in metadata.heads ?? [:] {
-            guard let bytes = Base64.decode(text) else { throw Self.malformed(path, 1, "the head record of user \(user) is not base64") }
-            heads[user] = bytes
-        }
-        self.heads = heads
-        var previous: UInt64 = 0
-        var count = 0
-        var users: Set<String> = Set(metadata.accounts.map(\.userId))
-        while let line = reader.next() {
-            let envelope = try Self.envelope(line, number: reader.lineNumber, path: path)
-            let sequence = envelope.header.sequence
-            guard sequence > previous else {
-                throw Self.malformed(path, reader.lineNumber, "sequence \(sequence) is not after the previous line's \(previous)")
-            }
-            previous = sequence
-            count += 1
-            users.insert(envelope.header.userId)
-        }
-        guard count == metadata.eventCount else {
-            throw Self.malformed(path, reader.lineNumber + 1,
-                                 "the metadata announces \(metadata.eventCount) event(s) but the file has \(count): it is truncated or was edited")
-        }
-        guard count == 0 || previous == metadata.lastSequence else {
-            throw Self.malformed(path, reader.lineNumber, "the last sequence is \(previous), the metadata says \(metadata.lastSequence)")
-        }
-        self.users = users.sorted()
-    }
-
-    /// Parses and checks one envelope line.
-    static func envelope(_ line: String, number: Int, path: String? = nil) throws -> Envelope {
-        do {
-            return try ExportFormat.envelope(line: line)
-        } catch {
-            throw malformed(path, number, error.reason)
-        }
-    }
-
-    /// Checks the MAC of every envelope of the key's user (pass 2).
-    func authenticate(_ unlocked: UnlockedUser) throws {
-        let key = unlocked.sealingKey
-        let reader = try LineReader(path: path)
-        _ = reader.next()
-        var failed: [(line: Int, sequence: UInt64)] = []
-        var passed = 0
-        while let line = reader.next() {
-            let envelope = try Self.envelope(line, number: reader.lineNumber)
-            guard envelope.header.userId == unlocked.userId else { continue }
-            if envelope.authenticate(key: key) { passed += 1 } else { failed.append((reader.lineNumber, envelope.header.sequence)) }
-        }
-        guard !failed.isEmpty else { return }
-        if passed == 0 {
-            throw CLIError.key("the key does not open any event of user \(unlocked.userId) in \(path) (wrong key or wrong --user); nothing was imported")
-        }
-        let list = failed.prefix(10).map { "line \($0.line) (seq \($0.sequence))" }.joined(separator: ", ")
-        throw CLIError.storage("\(path): \(failed.count) envelope(s) fail authentication (tampered): \(list); nothing was imported")
-    }
-
-    static func malformed(_ path: String?, _ line: Int, _ reason: String) -> CLIError {
-        CLIError.storage("\(path.map { "\($0): " } ?? "")line \(line): \(reason); nothing was imported")
     }
 }

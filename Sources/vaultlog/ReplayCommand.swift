@@ -38,7 +38,7 @@ struct ReplayScenarios: AsyncParsableCommand {
     /// Imports a recorded log into a fresh store and compares what it reads with the expectation.
     func replayLog(_ file: String) throws -> Row {
         let expected = try RecordedLog.loadExpectation(path: RecordedLog.expectationPath(forLog: file))
-        let scan = try ExportScan(path: file)
+        let scan = try Import.scan(file)
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("vaultlog-replay-log-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try Import.load(scan, into: directory)

@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import UnixSignals
 import VaultCrypto
 
 extension EmulatorFlavor: ExpressibleByArgument {}
@@ -138,19 +139,20 @@ struct ServeCommand: AsyncParsableCommand {
             emulator.faults.setLatency(Double(latency) / 1000, jitter: Double(jitter) / 1000)
         }
 
-        let signals = SignalWaiter([SIGINT, SIGTERM])
+        // Trapped before the server starts: a Ctrl-C from now on stops it cleanly.
+        var signals = await UnixSignalsSequence(trapping: .sigint, .sigterm).makeAsyncIterator()
         let url = try await emulator.start(host: host, port: port)
         printSummary(url: url, emulator: emulator, admin: adminToken != nil)
         // A script reading the URL through a pipe must see it now, not at exit.
         fflush(nil)   // every C stream, stdout included (naming `stdout` is not concurrency-safe)
 
-        let received = await signals.wait()
+        let received = await signals.next()
         await emulator.stop()
         if let state {
             try emulator.save(to: state)
             FileHandle.standardError.write(Data("saved the vault to \(state)\n".utf8))
         }
-        FileHandle.standardError.write(Data("stopped (signal \(received))\n".utf8))
+        FileHandle.standardError.write(Data("stopped (\(received.map { "\($0)" } ?? "signal"))\n".utf8))
     }
 
     private func printSummary(url: URL, emulator: BitwardenEmulator, admin: Bool) {
@@ -173,44 +175,5 @@ struct ServeCommand: AsyncParsableCommand {
             print("Press Ctrl-C to stop.")
         }
         fflush(nil)   // flush stdout for scripts that read the URL
-    }
-}
-
-/// Waits for the first of some signals (their default action is disabled while waiting).
-final class SignalWaiter: @unchecked Sendable {
-    // DispatchSource is not Sendable; the sources are only touched in init and kept alive here.
-    private var sources: [any DispatchSourceSignal] = []
-    private let queue = DispatchQueue(label: "vaultlog.signals")
-    private let state = Mutex<(received: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
-
-    init(_ signals: [Int32]) {
-        for number in signals {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { [weak self] in self?.fire(number) }
-            source.resume()
-            sources.append(source)
-        }
-    }
-
-    private func fire(_ number: Int32) {
-        let waiter = state.withLock { s -> CheckedContinuation<Int32, Never>? in
-            guard s.received == nil else { return nil }
-            s.received = number
-            defer { s.waiter = nil }
-            return s.waiter
-        }
-        waiter?.resume(returning: number)
-    }
-
-    func wait() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let already = state.withLock { s -> Int32? in
-                if let received = s.received { return received }
-                s.waiter = continuation
-                return nil
-            }
-            if let already { continuation.resume(returning: already) }
-        }
     }
 }

@@ -17,6 +17,9 @@ enum ExitStatus: Int32, Sendable {
     case key = 3
     /// The store (or a file) cannot be read or written, or is corrupt.
     case storage = 4
+    /// Stopped by Ctrl-C (SIGINT) or SIGTERM while writing (export, import); what was being
+    /// written was removed. 128 + SIGINT, as shells report an interrupted command.
+    case interrupted = 130
 }
 
 /// A failure to report to the user: a sentence saying what is wrong and what to do, and the

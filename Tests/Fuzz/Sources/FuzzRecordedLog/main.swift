@@ -11,7 +11,7 @@ import Replay
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let raw = UnsafeRawBufferPointer(start: data, count: size)
-    // Lines as `LineReader` returns them: split at "\n", a trailing "\r" dropped.
+    // Lines as an import reads them: split at "\n", a trailing "\r" dropped.
     var lines = raw.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { line in
         String(decoding: line.last == UInt8(ascii: "\r") ? line.dropLast() : line[...], as: UTF8.self)
     }

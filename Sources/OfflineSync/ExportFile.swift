@@ -1,0 +1,178 @@
+import EventLog
+import Foundation
+import VaultCrypto
+
+/// An export file on disk, checked line by line before anything is imported from it.
+///
+/// Opening one reads the whole file once: the metadata line, then every envelope line (JSON
+/// shape, base64, envelope structure, header fields agreeing with the envelope, strictly
+/// increasing sequences) and the event count the metadata announces. The envelopes are not kept
+/// in memory; ``forEachEnvelope(_:)`` reads them again, so an export of any size imports in
+/// constant memory.
+///
+/// ```swift
+/// let file = try ExportFile(path: "device.vaultlog.jsonl")
+/// try store.importEvents(from: file)      // a store without events
+/// ```
+public struct ExportFile: Sendable {
+    /// A line that is not what an export holds there, or a file that cannot be read.
+    public struct Problem: Error, Equatable, Sendable, CustomStringConvertible {
+        /// The file.
+        public let path: String
+        /// The 1-based line, or nil when the whole file is the problem (unreadable).
+        public let line: Int?
+        /// What is wrong, for a person.
+        public let reason: String
+        /// "PATH: line N: reason".
+        public var description: String { "\(path): \(line.map { "line \($0): " } ?? "")\(reason)" }
+    }
+
+    /// Where the file is.
+    public let path: String
+    /// Its first line.
+    public let metadata: ExportFormat.Metadata
+    /// Every user with an account or an event in the file, sorted.
+    public let users: [String]
+    /// The file's size in bytes.
+    public let fileSize: Int
+    /// Each user's sealed head record from the metadata (user id → bytes).
+    public let heads: [String: [UInt8]]
+
+    /// Reads and checks the whole file. `progress` is called with (envelope lines read, lines
+    /// the metadata announces) every 4,096 lines and at the end; an error it throws stops the
+    /// scan and is rethrown. Throws a ``Problem`` naming the first bad line.
+    public init(path: String, progress: ((_ read: Int, _ announced: Int) throws -> Void)? = nil) throws {
+        self.path = path
+        fileSize = ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
+        let reader = try Self.open(path)
+        guard let metadata = reader.withNextLine({ line in Result { () throws(ExportFormat.LineError) in
+            try ExportFormat.metadata(line: String(decoding: line, as: UTF8.self))
+        } }) else { throw Problem(path: path, line: 1, reason: "the file is empty") }
+        do {
+            self.metadata = try metadata.get()
+        } catch {
+            throw Problem(path: path, line: 1, reason: error.reason)
+        }
+        for account in self.metadata.accounts {
+            do {
+                try account.kdf.validate()
+            } catch {
+                throw Problem(path: path, line: 1, reason: "the stored account \(account.email) has KDF settings no client accepts (\(error))")
+            }
+        }
+        var heads: [String: [UInt8]] = [:]
+        for (user, text) in self.metadata.heads ?? [:] {
+            guard let bytes = Base64.decode(text) else { throw Problem(path: path, line: 1, reason: "the head record of user \(user) is not base64") }
+            heads[user] = bytes
+        }
+        self.heads = heads
+
+        let announced = self.metadata.eventCount
+        var previous: UInt64 = 0
+        var count = 0
+        var users = Set(self.metadata.accounts.map(\.userId))
+        try Self.forEachEnvelope(reader, path: path) { envelope, line in
+            let sequence = envelope.header.sequence
+            guard sequence > previous else {
+                throw Problem(path: path, line: line, reason: "sequence \(sequence) is not after the previous line's \(previous)")
+            }
+            previous = sequence
+            count += 1
+            users.insert(envelope.header.userId)
+            if count % 4096 == 0 { try progress?(count, announced) }
+        }
+        guard count == self.metadata.eventCount else {
+            throw Problem(path: path, line: reader.lineNumber + 1,
+                          reason: "the metadata announces \(self.metadata.eventCount) event(s) but the file has \(count): it is truncated or was edited")
+        }
+        guard count == 0 || previous == self.metadata.lastSequence else {
+            throw Problem(path: path, line: reader.lineNumber, reason: "the last sequence is \(previous), the metadata says \(self.metadata.lastSequence)")
+        }
+        try progress?(count, self.metadata.eventCount)
+        self.users = users.sorted()
+    }
+
+    /// Every envelope in file order with its line number. The file is read again, so a file
+    /// changed since it was checked fails here with the same kind of ``Problem``.
+    public func forEachEnvelope(_ body: (Envelope, Int) throws -> Void) throws {
+        let reader = try Self.open(path)
+        _ = reader.withNextLine { _ in () }
+        try Self.forEachEnvelope(reader, path: path) { envelope, line in try body(envelope, line) }
+    }
+
+    /// The MAC check of every envelope of one user (a wrong key fails them all).
+    public struct Authentication: Sendable {
+        /// Envelopes of the user whose MAC the key confirmed.
+        public var passed = 0
+        /// Envelopes of the user that fail: line and sequence.
+        public var failed: [(line: Int, sequence: UInt64)] = []
+    }
+
+    /// Checks the MAC of every envelope of `userId` with its sealing key. `progress` is called
+    /// with (lines read, lines in the file) every 4,096 lines.
+    public func authenticate(userId: String, key: SealingKey, progress: ((_ read: Int, _ total: Int) throws -> Void)? = nil) throws -> Authentication {
+        var result = Authentication()
+        var seen = 0
+        try forEachEnvelope { envelope, line in
+            seen += 1
+            if seen % 4096 == 0 { try progress?(seen, metadata.eventCount) }
+            guard envelope.header.userId == userId else { return }
+            if envelope.authenticate(key: key) { result.passed += 1 } else { result.failed.append((line, envelope.header.sequence)) }
+        }
+        return result
+    }
+
+    /// A map size with room for every envelope of the file and its index entries, so an
+    /// import's one transaction never has to grow the map and run again.
+    public var suggestedMapSize: Int {
+        // Base64 makes the file ~4/3 of the envelopes; index entries and B-tree pages add back
+        // less than that. Twice the file size, in whole MiB, leaves room.
+        (fileSize * 2 / (1 << 20) + 1) << 20
+    }
+
+    private static func open(_ path: String) throws(Problem) -> ExportLineReader {
+        guard let reader = ExportLineReader(path: path) else {
+            throw Problem(path: path, line: nil, reason: "cannot read the file (\(String(cString: strerror(errno))))")
+        }
+        return reader
+    }
+
+    private static func forEachEnvelope(_ reader: ExportLineReader, path: String, _ body: (Envelope, Int) throws -> Void) throws {
+        while let parsed = reader.withNextLine({ line in Result { () throws(ExportFormat.LineError) in try ExportFormat.envelope(lineBytes: line) } }) {
+            switch parsed {
+            case .success(let envelope): try body(envelope, reader.lineNumber)
+            case .failure(let error): throw Problem(path: path, line: reader.lineNumber, reason: error.reason)
+            }
+        }
+    }
+}
+
+/// Lines of a file through `getline`, handed out as bytes without the line end.
+final class ExportLineReader {
+    private let file: UnsafeMutablePointer<FILE>
+    private var buffer: UnsafeMutablePointer<CChar>?
+    private var capacity = 0
+    /// 1-based number of the line last read.
+    private(set) var lineNumber = 0
+
+    init?(path: String) {
+        guard let file = fopen(path, "r") else { return nil }
+        self.file = file
+    }
+
+    deinit {
+        free(buffer)
+        fclose(file)
+    }
+
+    /// `body` over the next line's bytes (valid only inside `body`), or nil at the end.
+    func withNextLine<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T? {
+        let length = getline(&buffer, &capacity, file)
+        guard length >= 0, let buffer else { return nil }
+        lineNumber += 1
+        var bytes = UnsafeRawBufferPointer(start: buffer, count: length)
+        if bytes.last == UInt8(ascii: "\n") { bytes = UnsafeRawBufferPointer(rebasing: bytes.dropLast()) }
+        if bytes.last == UInt8(ascii: "\r") { bytes = UnsafeRawBufferPointer(rebasing: bytes.dropLast()) }
+        return body(bytes)
+    }
+}
