@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # because another one happened to pull the module in is an error).
 IMPORT_CHECK := --explicit-target-dependency-import-check error
 
-.PHONY: deps build docs graph demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
+.PHONY: deps build docs graph example demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target;
 # libargon2-dev provides argon2.h, libargon2.so and libargon2.pc for CArgon2 (Argon2id accounts).
@@ -45,20 +45,37 @@ docs: build
 		--fallback-display-name OfflineSync --fallback-bundle-identifier org.vaultlog.OfflineSync \
 		--output-path .build/docs/OfflineSync.doccarchive --warnings-as-errors
 
-# What an app that embeds only the library resolves: Examples/LibraryOnly depends on the
-# OfflineSync and BitwardenAPI products with the "Tools" trait off. Resolving it (no build)
-# must not fetch SwiftNIO, Hummingbird, AsyncHTTPClient or argument-parser.
+# What an app that embeds only the library resolves: Examples/EmbeddingApp depends on the
+# OfflineSync, BitwardenAPI and VaultModel products with the "Tools" trait off. Resolving it
+# (no build) must not fetch SwiftNIO, Hummingbird, AsyncHTTPClient or argument-parser.
 GRAPH_SCRATCH := .build/graph
 TOOL_PACKAGES := swift-nio hummingbird async-http-client swift-argument-parser
 graph:
 	@rm -rf $(GRAPH_SCRATCH) && mkdir -p $(GRAPH_SCRATCH)
-	@$(SWIFT) package --package-path Examples/LibraryOnly --scratch-path $(GRAPH_SCRATCH) resolve >$(GRAPH_SCRATCH).log 2>&1 \
+	@$(SWIFT) package --package-path Examples/EmbeddingApp --scratch-path $(GRAPH_SCRATCH) resolve >$(GRAPH_SCRATCH).log 2>&1 \
 		|| { cat $(GRAPH_SCRATCH).log >&2; exit 1; }
 	@packages=$$(ls $(GRAPH_SCRATCH)/checkouts | sort); \
-	echo "an app using OfflineSync + BitwardenAPI (traits: []) resolves $$(echo $$packages | wc -w) package(s): $$(echo $$packages)"; \
+	echo "an app using the library products (traits: []) resolves $$(echo $$packages | wc -w) package(s): $$(echo $$packages)"; \
 	for tool in $(TOOL_PACKAGES); do \
 		if echo "$$packages" | grep -qx "$$tool"; then echo "error: $$tool is resolved for a library-only app; a tool dependency lost its trait condition in Package.swift" >&2; exit 1; fi; \
 	done
+
+# The README's embedding example is Examples/EmbeddingApp (its own package, the library products
+# only): built, then run against the emulator started as `vaultlog serve` in another process on a
+# free loopback port; it checks with a second client that the server holds its edit.
+EXAMPLE_SCRATCH := .build/example
+example: build
+	$(SWIFT) build --package-path Examples/EmbeddingApp --scratch-path $(EXAMPLE_SCRATCH)
+	@bin=$$($(SWIFT) build --show-bin-path); work=$$(mktemp -d); \
+	VAULTLOG_PASSWORD=example-password $$bin/vaultlog serve --port 0 --account app@example.com --kdf pbkdf2 --iterations 5000 \
+		>$$work/serve.log 2>&1 & server=$$!; \
+	trap 'kill $$server 2>/dev/null; rm -rf $$work' EXIT; \
+	for i in $$(seq 300); do \
+		url=$$(sed -n 's/^Bitwarden emulator .* listening on //p' $$work/serve.log); [ -n "$$url" ] && break; sleep 0.1; \
+	done; \
+	[ -n "$$url" ] || { cat $$work/serve.log >&2; echo "error: the emulator did not start" >&2; exit 1; }; \
+	echo "running Examples/EmbeddingApp against $$url"; \
+	VAULTLOG_PASSWORD=example-password $(EXAMPLE_SCRATCH)/debug/EmbeddingApp "$$url" app@example.com $$work/store
 
 # The whole test suite (Swift Testing), debug build. Tests run one at a time: dozens of
 # emulators, HTTP clients and child processes at once on two cores starve each other into
@@ -68,6 +85,7 @@ test: deps
 	$(SWIFT) build --build-tests $(IMPORT_CHECK)
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory graph
+	$(MAKE) --no-print-directory example
 	$(SWIFT) test --skip-build --no-parallel --skip WriterKillTests --skip ResolverKillTests --skip SimulationTests
 	$(SWIFT) test --skip-build --filter WriterKillTests
 	$(SWIFT) test --skip-build --filter ResolverKillTests
