@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "BitwardenAPINIO", targets: ["BitwardenAPINIO"]),
         .library(name: "BitwardenEmulator", targets: ["BitwardenEmulator"]),
         .library(name: "Replay", targets: ["Replay"]),
+        .library(name: "VaultLogTesting", targets: ["VaultLogTesting"]),
         .executable(name: "vaultlog", targets: ["vaultlog"]),
     ],
     // "Tools" (on by default) brings the server-side parts: the emulator (Hummingbird), the
@@ -82,6 +83,10 @@ let package = Package(
             dependencies: ["EventLog", "VaultModel", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
         ),
 
+        // Deterministic dependencies and fault injection for tests, replays and simulations: a
+        // hand-moved clock, seeded randomness, a server wrapper that can crash a resolution.
+        .target(name: "VaultLogTesting", dependencies: ["OfflineSync", "VaultCrypto", "VaultModel"]),
+
         // HTTP: the Bitwarden API client and the Bitwarden-compatible emulator.
         .target(
             name: "BitwardenAPI",
@@ -119,7 +124,7 @@ let package = Package(
         .target(
             name: "Replay",
             dependencies: [
-                "OfflineSync", "EventLog", "BitwardenAPI", "BitwardenAPINIO", "BitwardenEmulator", "VaultCrypto", "VaultModel",
+                "OfflineSync", "EventLog", "BitwardenAPI", "BitwardenAPINIO", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -127,7 +132,7 @@ let package = Package(
         .executableTarget(
             name: "vaultlog",
             dependencies: [
-                "EventLog", "LMDB", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "Replay",
+                "EventLog", "LMDB", "OfflineSync", "VaultCrypto", "VaultModel", "BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "Replay", "VaultLogTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["Tools"])),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: .when(traits: ["Tools"])),
                 .product(name: "Logging", package: "swift-log"),
@@ -135,25 +140,25 @@ let package = Package(
         ),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
-        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", .product(name: "Crypto", package: "swift-crypto")]),
-        .testTarget(name: "VaultModelTests", dependencies: ["VaultModel", "VaultCrypto"], resources: [.copy("Resources")]),
-        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "LMDB", "VaultCrypto", "VaultModel"]),
-        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto"]),
+        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "VaultLogTesting", .product(name: "Crypto", package: "swift-crypto")]),
+        .testTarget(name: "VaultModelTests", dependencies: ["VaultModel", "VaultCrypto", "VaultLogTesting"], resources: [.copy("Resources")]),
+        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "LMDB", "VaultCrypto", "VaultModel", "VaultLogTesting"]),
+        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "VaultLogTesting"]),
         .testTarget(
             name: "BitwardenEmulatorTests",
-            dependencies: ["BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "OfflineSync", "VaultCrypto", "VaultModel"]
+            dependencies: ["BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "OfflineSync", "VaultCrypto", "VaultModel", "VaultLogTesting"]
         ),
         // The resolver and sync against the emulator over loopback HTTP.
         .testTarget(
             name: "ResolverTests",
-            dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel"]
+            dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting"]
         ),
         .testTarget(name: "ReplayTests", dependencies: ["Replay", "EventLog", "OfflineSync", "VaultCrypto"]),
         // Runs the built `vaultlog` binary (next to the test bundle after `swift build --build-tests`)
         // against stores it makes with OfflineSync.
         .testTarget(
             name: "CLITests",
-            dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "Replay"]
+            dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "Replay", "VaultLogTesting"]
         ),
     ]
 )

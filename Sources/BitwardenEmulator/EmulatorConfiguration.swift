@@ -25,7 +25,7 @@ public enum EmulatorFlavor: String, Sendable, Codable, CaseIterable, CustomStrin
 /// which BoringSSL generates from the system's randomness.
 ///
 /// ```swift
-/// let clock = ManualClock(Date(timeIntervalSince1970: 1_750_000_000))   // OfflineSync's test clock
+/// let clock = ManualClock(Date(timeIntervalSince1970: 1_750_000_000))   // VaultLogTesting's clock
 /// let emulator = BitwardenEmulator(configuration: EmulatorConfiguration(
 ///     flavor: .bitwarden, now: { clock.now }, random: SeededRandomSource(seed: 42)))
 /// clock.advance(by: 3601)   // access tokens issued before are now expired

@@ -9,7 +9,7 @@ import VaultCrypto
 public struct EventLogOptions: Sendable {
     /// LMDB environment options (map size, durability, read-only, ...).
     public var environment = EnvironmentOptions()
-    /// Source of IVs. Inject a `SeededRandomSource` only for deterministic replays.
+    /// Source of IVs. Inject a seeded source (VaultLogTesting's `SeededRandomSource`) only for deterministic replays.
     public var random: any RandomSource = SystemRandomSource()
     /// Diagnostics.
     public var logger = Logger(label: "vaultlog.eventlog")

@@ -88,7 +88,6 @@ extension OfflineSyncResolver {
             at: now, backupOf: side, marker: toSend.name?.serialized, reason: "about to create (\(purpose))",
             cipher: toSend, purpose: purpose, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
         let created = try await server.createCipher(toSend)
-        try options.afterServerEffect?(.created(cipherId: item.id, purpose: purpose, serverId: created.id ?? "?"))
         return created
     }
 

@@ -118,10 +118,8 @@ extension OfflineSyncResolver {
                         if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
                         continue
                     }
-                    try options.afterServerEffect?(.updated(cipherId: item.id))
                 }
                 if permanent { try await server.deleteCipher(id: id) } else { try await server.softDeleteCipher(id: id) }
-                try options.afterServerEffect?(.deleted(cipherId: item.id, permanent: permanent))
                 var local: [LocalChange] = [.delete(cipherId: item.id)]
                 if !permanent {
                     var trashed = change.latest

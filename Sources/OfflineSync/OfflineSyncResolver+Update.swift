@@ -68,7 +68,6 @@ extension OfflineSyncResolver {
                     if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
                     continue
                 }
-                try options.afterServerEffect?(.updated(cipherId: item.id))
                 try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: updated.revisionDate, reason: reason)),
                                          (.resolved, OutcomeBody(at: now, serverId: serverId))],
                                  local: replacing(item.id, with: updated), run: run)
@@ -103,7 +102,6 @@ extension OfflineSyncResolver {
         item.report.serverId = serverId
         if created.deletedDate == nil {
             try await server.softDeleteCipher(id: serverId)
-            try options.afterServerEffect?(.deleted(cipherId: item.id, permanent: false))
             created.deletedDate = now
         }
         let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: "recreate")

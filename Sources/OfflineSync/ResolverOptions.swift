@@ -27,34 +27,12 @@ public struct ResolverOptions: Sendable {
     /// Offline password changes that make a backup of the server copy even without a
     /// conflict (the 5-entry history would otherwise lose intermediate passwords).
     public var softConflictPasswordChangeThreshold = 4
-    /// Called right after each server side effect succeeded and before its outcome event is
-    /// appended. A test hook, package plumbing rather than API: the crash tests throw a
-    /// ``ResolutionInterruption`` here, and `vaultlog resolve-worker` prints each effect.
-    package var afterServerEffect: (@Sendable (ServerEffect) throws -> Void)?
-
     /// The defaults described on each property.
     public init() {}
 }
 
-/// A side effect on the server, reported to the resolver's test hook (package plumbing).
-package enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
-    /// A POST.
-    case created(cipherId: String, purpose: CreatePurpose, serverId: String)
-    /// A PUT of the local version.
-    case updated(cipherId: String)
-    /// A soft or permanent delete.
-    case deleted(cipherId: String, permanent: Bool)
-
-    package var description: String {
-        switch self {
-        case .created(let id, let purpose, let serverId): "POST \(purpose) for \(id) → \(serverId)"
-        case .updated(let id): "PUT \(id)"
-        case .deleted(let id, let permanent): permanent ? "DELETE \(id)" : "soft delete \(id)"
-        }
-    }
-}
-
-/// An error that stops a resolution run at once, recording nothing: a ``CipherServer`` (or a
-/// test's crash hook) throws one to end the run as if the process had stopped there. Any other
+/// An error that stops a resolution run at once, recording nothing: a ``CipherServer`` throws
+/// one to end the run as if the process had stopped there (crash tests wrap their server in
+/// VaultLogTesting's `EffectObservingServer` and throw one right after a server effect). Any other
 /// error is caught per item, recorded as `resolutionFailed`, and the run continues.
 public protocol ResolutionInterruption: Error {}

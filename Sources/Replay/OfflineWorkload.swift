@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultLogTesting
 
 extension Simulation {
     /// The workload of the resolver kill test (`Docs/Reliability.md`): `items` items on the

@@ -12,6 +12,7 @@ import OfflineSync
 import Synchronization
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 extension Run {
     // MARK: Steps
@@ -47,13 +48,14 @@ extension Run {
         var options = ResolverOptions()
         options.concurrency = 1
         options.jitter = 0
+        var server: any CipherServer = user.client
         if crashing, let crashAt = pendingCrash {
             let count = Mutex(0)
-            options.afterServerEffect = { _ in
+            server = EffectObservingServer(user.client) { _ in
                 if count.withLock({ $0 += 1; return $0 }) == crashAt { throw ReplayCrash() }
             }
         }
-        return OfflineSyncResolver(store: store, server: user.client, options: options, logger: runner.logger)
+        return OfflineSyncResolver(store: store, server: server, options: options, logger: runner.logger)
     }
 
     /// A crash: every in-memory state is dropped and the store reopened (unlocked users stay

@@ -12,6 +12,7 @@ import OfflineSync
 import Synchronization
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// A thrown crash (the resolver stops without recording).
 struct ReplayCrash: ResolutionInterruption {}
@@ -44,7 +45,7 @@ final class Run: @unchecked Sendable {
 
     let scenario: Scenario
     let runner: ScenarioRunner
-    let clock = OfflineSync.ManualClock()
+    let clock = VaultLogTesting.ManualClock()
     let seed: UInt64
     /// The embedded emulator (nil against a remote server).
     let emulator: BitwardenEmulator?
@@ -122,7 +123,7 @@ final class Run: @unchecked Sendable {
         emulator == nil ? SystemRandomSource() : SeededRandomSource(seed: seed &+ offset)
     }
 
-    static func openStore(_ path: String, clock: OfflineSync.ManualClock, seed: UInt64, realTime: Bool = false,
+    static func openStore(_ path: String, clock: VaultLogTesting.ManualClock, seed: UInt64, realTime: Bool = false,
                           logger: Logger) throws -> VaultLogStore {
         var options = VaultLogStoreOptions()
         options.logger = logger

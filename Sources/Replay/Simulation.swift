@@ -2,6 +2,7 @@ import EventLog
 import Foundation
 import OfflineSync
 import VaultCrypto
+import VaultLogTesting
 
 /// Deterministic simulation (FoundationDB's and TigerBeetle's way): a seed generates a random
 /// scenario — users, items, offline periods, edits, lock/unlock, another device's edits and

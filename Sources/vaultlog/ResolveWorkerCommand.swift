@@ -4,6 +4,7 @@ import BitwardenAPINIO
 import Foundation
 import OfflineSync
 import Replay
+import VaultLogTesting
 
 /// `vaultlog resolve-worker prepare|resolve`: the child processes of the resolver kill test
 /// (`Docs/Reliability.md`, `Tests/CLITests/ResolverKillTests.swift`). `prepare` makes a store
@@ -146,8 +147,8 @@ struct ResolveWorker: AsyncParsableCommand {
                 var options = ResolverOptions()
                 options.concurrency = concurrency
                 // Printed after the effect and before its outcome event: the crash window.
-                options.afterServerEffect = { effect in ResolveWorker.say("effect \(effect)") }
-                let resolver = OfflineSyncResolver(store: store, server: client, options: options, logger: Console.logger("vaultlog.resolve"))
+                let observed = EffectObservingServer(client) { effect in ResolveWorker.say("effect \(effect)") }
+                let resolver = OfflineSyncResolver(store: store, server: observed, options: options, logger: Console.logger("vaultlog.resolve"))
                 let sync = SyncService(store: store, server: client, resolver: resolver, logger: Console.logger("vaultlog.resolve"))
                 for _ in 0..<attempts {
                     let result: SyncResult

@@ -6,6 +6,7 @@ import Logging
 import Synchronization
 import UnixSignals
 import VaultCrypto
+import VaultLogTesting
 
 extension EmulatorFlavor: ExpressibleByArgument {}
 

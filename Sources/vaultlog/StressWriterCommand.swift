@@ -4,6 +4,7 @@ import OfflineSync
 import Replay
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// `vaultlog stress-writer DIR --user-key-file F`: the child process of the kill tests
 /// (`Docs/Reliability.md`). Saves random offline edits through `VaultRepository` with an

@@ -7,6 +7,7 @@ import FoundationNetworking
 import OfflineSync
 import Testing
 import VaultCrypto
+import VaultLogTesting
 
 /// Argon2id accounts end to end over loopback HTTP, and KDF settings a server must not be able
 /// to impose (absurd prelogin answers, admin inputs).

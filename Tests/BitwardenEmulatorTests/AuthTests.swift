@@ -8,6 +8,7 @@ import OfflineSync
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 @Suite("Auth: prelogin, token grants, expiry and refresh")
 struct AuthTests {

@@ -9,6 +9,7 @@ import OfflineSync
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// One emulator on loopback with a manual clock and a seeded generator, one account, and a
 /// logged-in client. Tests use 5,000 PBKDF2 iterations (the minimum) to stay fast.

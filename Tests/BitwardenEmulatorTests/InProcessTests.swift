@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// `BitwardenEmulator.respond(to:)`: the routes answered in process, without a socket.
 @Suite("In-process requests")

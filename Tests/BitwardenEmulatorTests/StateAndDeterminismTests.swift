@@ -5,6 +5,7 @@ import OfflineSync
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 @Suite("State file and determinism")
 struct StateAndDeterminismTests {

@@ -5,6 +5,7 @@ import Replay
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// `verify`, `export`/`import` and `decrypt`, through the built binary.
 @Suite("vaultlog integrity commands")

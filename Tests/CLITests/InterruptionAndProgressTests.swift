@@ -3,6 +3,7 @@ import Foundation
 import OfflineSync
 import Testing
 import VaultCrypto
+import VaultLogTesting
 
 /// Long work stopped with Ctrl-C leaves nothing behind and exits 130; its progress line is
 /// drawn only on a terminal. The store is large enough (20,000 events) that export and import

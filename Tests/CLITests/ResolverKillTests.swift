@@ -9,6 +9,7 @@ import Replay
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// Kill test of the resolver: the emulator runs in a process of its own (`vaultlog serve`, one
 /// per flavour, workloads alternating between Bitwarden and Vaultwarden;

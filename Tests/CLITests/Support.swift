@@ -4,6 +4,7 @@ import OfflineSync
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// A fresh directory under the system temp dir, removed when released.
 final class TemporaryDirectory: Sendable {

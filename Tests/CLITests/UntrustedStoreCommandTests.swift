@@ -6,6 +6,7 @@ import Replay
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// The reading commands on stores edited with LMDB directly (a copied envelope, a forged
 /// pending checkpoint) and on an import ending at sequence 2^64 − 1: a clear error or a clean

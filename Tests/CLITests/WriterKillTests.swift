@@ -4,6 +4,7 @@ import OfflineSync
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// Kill test of the writer (SQLite's crash tests, in spirit): a child process saves offline
 /// edits and acknowledges each durable one; the parent SIGKILLs it at random moments, reopens

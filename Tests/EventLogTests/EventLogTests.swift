@@ -3,6 +3,7 @@ import Foundation
 import LMDB
 import VaultCrypto
 @testable import EventLog
+import VaultLogTesting
 
 func openStore(_ dir: TemporaryDirectory, mapSize: Int? = nil, seed: UInt64 = 7) throws -> EventLogStore {
     var options = EventLogOptions()

@@ -3,6 +3,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 @testable import OfflineSync
+import VaultLogTesting
 
 /// The resolver's decision matrix (`Docs/Resolution.md`) as a table over the pure decide functions.
 @Suite struct DecisionMatrixTests {

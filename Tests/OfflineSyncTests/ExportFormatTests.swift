@@ -4,6 +4,7 @@ import VaultCrypto
 import VaultModel
 import Testing
 @testable import OfflineSync
+import VaultLogTesting
 
 /// The export line format shared by `vaultlog import`, the replay of recorded logs and the fuzz
 /// targets: per-line parsing and its error reasons.

@@ -3,17 +3,18 @@ import Testing
 import VaultCrypto
 import VaultModel
 @testable import OfflineSync
+import VaultLogTesting
 
 /// Resolver flows against the scripted in-memory server (the full seed table runs against the
 /// emulator over HTTP in ResolverTests); these keep the resolver's own bookkeeping honest.
 @Suite struct ResolverSmokeTests {
     struct Crash: ResolutionInterruption {}
 
-    func resolver(_ h: Harness, configure: (inout ResolverOptions) -> Void = { _ in }) -> OfflineSyncResolver {
+    func resolver(_ h: Harness, server: (any CipherServer)? = nil, configure: (inout ResolverOptions) -> Void = { _ in }) -> OfflineSyncResolver {
         var options = ResolverOptions()
         options.concurrency = 1
         configure(&options)
-        return OfflineSyncResolver(store: h.store, server: h.server, options: options)
+        return OfflineSyncResolver(store: h.store, server: server ?? h.server, options: options)
     }
 
     @Test func offlineCreate_isPostedOnce_andTheTempIdMapped() async throws {
@@ -38,7 +39,7 @@ import VaultModel
         h.server.fail(with: NotConnectedError())
         _ = try await h.repository().addCipher(Harness.login("New", password: "pw"))
         await #expect(throws: Crash.self) {
-            try await resolver(h) { $0.afterServerEffect = { _ in throw Crash() } }.processPendingChanges(userId: h.userId)
+            try await resolver(h, server: EffectObservingServer(h.server) { _ in throw Crash() }).processPendingChanges(userId: h.userId)
         }
         let report = try await resolver(h).processPendingChanges(userId: h.userId)
         #expect(report.items.map(\.outcome) == [.created])

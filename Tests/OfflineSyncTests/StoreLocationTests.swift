@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import Testing
 import VaultCrypto
+import VaultLogTesting
 
 /// Apps name their store with a URL (Application Support); tools with a path. Both open the
 /// same store.

@@ -4,6 +4,7 @@ import EventLog
 import VaultCrypto
 import VaultModel
 @testable import OfflineSync
+import VaultLogTesting
 
 @Suite struct StoreTests {
     struct InjectedFailure: Error {}

@@ -3,6 +3,7 @@ import Synchronization
 import VaultCrypto
 import VaultModel
 @testable import OfflineSync
+import VaultLogTesting
 
 /// The server rejected the request (Bitwarden's `ServerError`: an error model in the body).
 struct TestServerError: ClassifiedServerError, Equatable {

@@ -5,6 +5,7 @@ import EventLog
 import VaultCrypto
 import VaultModel
 @testable import OfflineSync
+import VaultLogTesting
 
 /// Nothing unauthenticated steers an unlocked vault: the unsealed pending checkpoint and bytes
 /// copied around inside `data.mdb` are edited here with LMDB directly, as anyone holding the

@@ -4,6 +4,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 @testable import OfflineSync
+import VaultLogTesting
 
 /// Beyond the original design: crash at every step, lost responses, another device writing between our
 /// read and our write, password overflow, dead letters, concurrency.
@@ -115,10 +116,10 @@ import VaultModel
             let target = crashPoint
             let crashed: Bool
             do {
-                try await h.resolver { $0.afterServerEffect = { _ in
+                try await h.resolver(server: EffectObservingServer(h.client) { _ in
                     let n = effects.withLock { $0 += 1; return $0 }
                     if n == target + 1 { throw SimulatedCrash() }
-                } }.processPendingChanges(userId: h.userId)
+                }).processPendingChanges(userId: h.userId)
                 crashed = false
             } catch is SimulatedCrash {
                 crashed = true

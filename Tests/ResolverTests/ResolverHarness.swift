@@ -6,15 +6,16 @@ import Testing
 import VaultCrypto
 import VaultModel
 @testable import OfflineSync
+import VaultLogTesting
 
-/// A simulated crash: thrown from `afterServerEffect`, it stops the run without recording.
+/// A simulated crash: thrown from an `EffectObservingServer`, it stops the run without recording.
 struct SimulatedCrash: ResolutionInterruption {}
 
 /// A device with a store in a temp dir, logged in to an emulator over loopback HTTP, with a
 /// hand-moved clock shared by device and server, and seeded ids and IVs.
 final class ResolverHarness: @unchecked Sendable {
     let dir: TemporaryDirectory
-    let clock: OfflineSync.ManualClock
+    let clock: VaultLogTesting.ManualClock
     let emulator: BitwardenEmulator
     let client: BitwardenClient
     let email = "alice@example.com"
@@ -24,7 +25,7 @@ final class ResolverHarness: @unchecked Sendable {
     let seed: UInt64
     private(set) var store: VaultLogStore
 
-    private init(dir: TemporaryDirectory, clock: OfflineSync.ManualClock, emulator: BitwardenEmulator, client: BitwardenClient,
+    private init(dir: TemporaryDirectory, clock: VaultLogTesting.ManualClock, emulator: BitwardenEmulator, client: BitwardenClient,
                  userId: String, userKey: SymmetricCryptoKey, seed: UInt64, store: VaultLogStore) {
         self.dir = dir
         self.clock = clock
@@ -37,7 +38,7 @@ final class ResolverHarness: @unchecked Sendable {
     }
 
     static func make(flavor: EmulatorFlavor = .bitwarden, seed: UInt64 = 1) async throws -> ResolverHarness {
-        let clock = OfflineSync.ManualClock()
+        let clock = VaultLogTesting.ManualClock()
         var configuration = EmulatorConfiguration()
         configuration.flavor = flavor
         configuration.now = { clock.now }
@@ -55,7 +56,7 @@ final class ResolverHarness: @unchecked Sendable {
                                userKey: login.userKey, seed: seed, store: store)
     }
 
-    static func openStore(_ path: String, clock: OfflineSync.ManualClock, seed: UInt64) throws -> VaultLogStore {
+    static func openStore(_ path: String, clock: VaultLogTesting.ManualClock, seed: UInt64) throws -> VaultLogStore {
         var options = VaultLogStoreOptions()
         options.dependencies = .deterministic(seed: seed, clock: clock)
         return try VaultLogStore(path: path, options: options)

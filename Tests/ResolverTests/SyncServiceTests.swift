@@ -3,6 +3,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 @testable import OfflineSync
+import VaultLogTesting
 
 /// The sync behaviour table (the original iOS design's SyncServiceTests) plus the count/replace race, against the
 /// emulator over loopback HTTP.
@@ -80,7 +81,7 @@ import VaultModel
         let view = try await h.seedSynced("Bank")
         try await h.editOffline(view, password: "mine")
         let other = try itemFromAnotherDevice(h)
-        let sync = h.syncService { $0.afterServerEffect = { _ in throw SimulatedCrash() } }
+        let sync = h.syncService(server: EffectObservingServer(h.client) { _ in throw SimulatedCrash() })
         await #expect(throws: SimulatedCrash.self) { try await sync.fetchSync(userId: h.userId) }
         #expect(try h.local(other) == nil)
     }

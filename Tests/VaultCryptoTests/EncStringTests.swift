@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import Crypto
 @testable import VaultCrypto
+import VaultLogTesting
 
 @Suite struct EncStringTests {
     let key = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 1))

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VaultCrypto
 @testable import VaultModel
+import VaultLogTesting
 
 @Suite("Cipher JSON")
 struct CipherCodingTests {

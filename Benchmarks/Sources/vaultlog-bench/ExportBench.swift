@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// Group "export": `vaultlog export` and `vaultlog import` as the library runs them
 /// (`VaultLogStore.writeExport`, `ExportFile` + `VaultLogStore.importEvents`), on a store of

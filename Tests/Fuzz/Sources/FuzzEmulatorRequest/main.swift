@@ -8,6 +8,7 @@ import CFuzzerDriver
 import Foundation
 import VaultCrypto
 import VaultModel
+import VaultLogTesting
 
 /// One emulator with a signed-in account, a cipher and a folder to update.
 final class Fixture {

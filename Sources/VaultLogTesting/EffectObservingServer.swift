@@ -1,0 +1,78 @@
+import Foundation
+import OfflineSync
+import VaultModel
+
+/// A change a ``CipherServer`` call made on the server.
+public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
+    /// `POST /api/ciphers` created an item (its server id).
+    case created(serverId: String)
+    /// `PUT /api/ciphers/{id}` replaced an item.
+    case updated(cipherId: String)
+    /// `PUT /api/ciphers/{id}/delete` moved an item to the trash.
+    case softDeleted(cipherId: String)
+    /// `DELETE /api/ciphers/{id}` removed an item.
+    case deleted(cipherId: String)
+
+    public var description: String {
+        switch self {
+        case .created(let serverId): "POST → \(serverId)"
+        case .updated(let id): "PUT \(id)"
+        case .softDeleted(let id): "soft delete \(id)"
+        case .deleted(let id): "DELETE \(id)"
+        }
+    }
+}
+
+/// A server port that passes every call to `base` and, after each call that changed the
+/// server succeeded, calls `afterEffect` before the answer reaches the caller.
+///
+/// This is how tests inject crashes into a resolution: `afterEffect` throws a
+/// ``ResolutionInterruption``, and the resolver stops exactly where a process killed right after
+/// the server acted would stop, with the effect on the server and its outcome not yet recorded.
+/// Observation works the same way (`vaultlog resolve-worker` prints every effect).
+///
+/// ```swift
+/// struct Crash: ResolutionInterruption {}
+/// let crashing = EffectObservingServer(client) { _ in throw Crash() }
+/// let resolver = OfflineSyncResolver(store: store, server: crashing)
+/// ```
+public struct EffectObservingServer: CipherServer {
+    /// The server the calls go to.
+    public let base: any CipherServer
+    /// Called after each create, update, trash move and delete that succeeded.
+    public let afterEffect: @Sendable (ServerEffect) throws -> Void
+
+    /// Wraps `base`, calling `afterEffect` after each effect on the server.
+    public init(_ base: any CipherServer, afterEffect: @escaping @Sendable (ServerEffect) throws -> Void) {
+        self.base = base
+        self.afterEffect = afterEffect
+    }
+
+    public func getCipher(id: String) async throws -> Cipher { try await base.getCipher(id: id) }
+
+    public func createCipher(_ cipher: Cipher) async throws -> Cipher {
+        let created = try await base.createCipher(cipher)
+        try afterEffect(.created(serverId: created.id ?? "?"))
+        return created
+    }
+
+    public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
+        let updated = try await base.updateCipher(cipher, lastKnownRevisionDate: lastKnownRevisionDate)
+        try afterEffect(.updated(cipherId: cipher.id ?? "?"))
+        return updated
+    }
+
+    public func softDeleteCipher(id: String) async throws {
+        try await base.softDeleteCipher(id: id)
+        try afterEffect(.softDeleted(cipherId: id))
+    }
+
+    public func deleteCipher(id: String) async throws {
+        try await base.deleteCipher(id: id)
+        try afterEffect(.deleted(cipherId: id))
+    }
+
+    public func sync() async throws -> SyncSnapshot { try await base.sync() }
+
+    public func accountRevisionDate() async throws -> Date? { try await base.accountRevisionDate() }
+}
