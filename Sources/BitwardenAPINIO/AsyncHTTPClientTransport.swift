@@ -49,6 +49,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
 
+    /// Sends one request over HTTP/1.1 (no redirects followed, no decompression) and returns its
+    /// status and whole body, whatever the status. Throws `HTTPTransportFailure`, saying whether
+    /// the request may have reached the server, or on a body over ``maximumBodyBytes``.
     public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportResponse {
         var outgoing = HTTPClientRequest(url: request.url.absoluteString)
         outgoing.method = HTTPMethod(rawValue: request.method)

@@ -149,6 +149,7 @@ public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
     /// The `Device-Type` header.
     public let deviceType: String?
 
+    /// One log line: method, path, status (or "no reply") and the fault in brackets, if any.
     public var description: String {
         "\(method) \(path) → \(status.map(String.init) ?? "no reply")" + (fault.map { " [\($0)]" } ?? "")
     }

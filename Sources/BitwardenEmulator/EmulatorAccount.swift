@@ -21,6 +21,7 @@ public struct EmulatorAccount: Sendable, CustomStringConvertible {
     /// The RSA public key, base64 SubjectPublicKeyInfo DER, if any.
     public let publicKey: String?
 
+    /// The email, user id and KDF; never the key material.
     public var description: String { "EmulatorAccount(\(email), id \(userId), \(kdf))" }
 }
 

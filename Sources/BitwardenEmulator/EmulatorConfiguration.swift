@@ -14,6 +14,7 @@ public enum EmulatorFlavor: String, Sendable, Codable, CaseIterable, CustomStrin
     /// dates with 6 fractional digits.
     case vaultwarden
 
+    /// The raw value: `bitwarden` or `vaultwarden`.
     public var description: String { rawValue }
 }
 

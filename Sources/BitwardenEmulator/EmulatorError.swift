@@ -29,6 +29,7 @@ public enum EmulatorError: Error, Equatable, CustomStringConvertible {
     /// The state file at the path could not be used.
     case stateFile(String, String)
 
+    /// What went wrong and, where it helps, what to do about it.
     public var description: String {
         switch self {
         case .alreadyRunning: "the emulator is already running; call stop() first"

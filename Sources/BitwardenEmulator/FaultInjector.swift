@@ -58,6 +58,7 @@ public struct RouteMatcher: Sendable, Hashable, Codable, CustomStringConvertible
         return pattern.count == actual.count
     }
 
+    /// The matcher as written: "METHOD /path", or just the path when any method matches.
     public var description: String { (method.map { $0 + " " } ?? "") + path }
 }
 
@@ -79,6 +80,8 @@ public enum InjectedFailure: Sendable, Hashable, Codable, CustomStringConvertibl
     /// in front of the server: an HTML 403, a bare 413).
     case reply(status: Int, body: String)
 
+    /// A short phrase for logs and recorded requests, e.g. "HTTP 503" or "reset connection";
+    /// reply bodies are cut to their first 40 characters.
     public var description: String {
         switch self {
         case .status(let code): "HTTP \(code)"

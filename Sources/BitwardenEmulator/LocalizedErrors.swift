@@ -4,5 +4,6 @@ import Foundation
 // `description`: what failed, what it concerns, and what to do.
 
 extension EmulatorError: LocalizedError {
+    /// The same text as `description`.
     public var errorDescription: String? { description }
 }

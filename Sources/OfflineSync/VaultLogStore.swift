@@ -1,3 +1,6 @@
+#if canImport(System)
+import System
+#endif
 import EventLog
 import Foundation
 import Logging
@@ -54,6 +57,14 @@ public final class VaultLogStore: Sendable {
         }
         try self.init(path: url.path, options: options)
     }
+
+    #if canImport(System)
+    /// Opens (creating if needed) the store in the directory at `path` (Apple platforms, where
+    /// the System module provides `FilePath`).
+    public convenience init(directory path: FilePath, options: VaultLogStoreOptions = VaultLogStoreOptions()) throws {
+        try self.init(path: path.string, options: options)
+    }
+    #endif
 
     /// Closes the store (also done when it is released).
     public func close() { log.close() }

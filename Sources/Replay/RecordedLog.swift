@@ -8,26 +8,40 @@ import OfflineSync
 public enum RecordedLog {
     /// What a reader of the log must see (for the account the file names).
     public struct Expectation: Codable, Equatable, Sendable {
+        /// One event of the log as a reader decodes it.
         public struct Event: Codable, Equatable, Sendable {
+            /// The event's sequence number in the log.
             public var sequence: UInt64
+            /// The account the event belongs to (from its header).
             public var userId: String
+            /// The item the event is about.
             public var cipherId: String
+            /// The event type's name (`created`, `updated`, `idMapped`...).
             public var type: String
             /// Operations: the decrypted name and password of the snapshot.
             public var name: String?
+            /// Operations: the decrypted login password of the snapshot, if it has one.
             public var password: String?
+            /// Operations: whether the edit changed the password.
             public var passwordChanged: Bool?
             /// Outcomes: the reason and server id.
             public var reason: String?
+            /// Outcomes: the server's id of the item, when the outcome carries one.
             public var serverId: String?
         }
+        /// The account's login email.
         public var email: String
+        /// The master password that unlocks the account (a test fixture's, never a real one).
         public var password: String
+        /// The user id the unlock must yield.
         public var userId: String
+        /// Every event of the account, in sequence order.
         public var events: [Event]
         /// The projection: pending change type and password-change count per item, id map.
         public var pending: [String: String]
+        /// Offline password changes counted per pending item (cipher id → count).
         public var passwordChanges: [String: Int]
+        /// Temporary id → server id, for creates that reached the server.
         public var idMap: [String: String]
     }
 

@@ -4,9 +4,11 @@ import Foundation
 // `description`: what failed, what it concerns, and what to do.
 
 extension VaultModelError: LocalizedError {
+    /// The same text as `description`.
     public var errorDescription: String? { description }
 }
 
 extension JSONParseError: LocalizedError {
+    /// The same text as `description`.
     public var errorDescription: String? { description }
 }

@@ -103,7 +103,7 @@ struct StoreInfo: Encodable {
         for line in Format.table([
             ["store", path],
             ["size on disk", "\(Format.bytes(sizeOnDisk)) (\(fileText))"],
-            ["map", "\(Format.bytes(mapSize)), \(Format.bytes(mapUsedBytes)) used (\(String(format: "%.1f", percent))%), page \(pageSize) B"],
+            ["map", "\(Format.bytes(mapSize)), \(Format.bytes(mapUsedBytes)) used (\(Format.decimal(percent))%), page \(pageSize) B"],
             ["events", "\(eventCount), last sequence \(lastSequence)"],
             ["users", "\(users.count)"],
         ]) { Console.out(line) }

@@ -121,7 +121,7 @@ struct Simulate: AsyncParsableCommand {
                 Console.out("seed \(failure.seed) FAILED (replay: vaultlog simulate --seeds \(failure.seed) --ops \(ops)):")
                 for line in failure.violations { Console.out("  \(line)") }
             }
-            Console.out("\(range.count - failures.count) passed, \(failures.count) failed (\(range.count) seeds, \(ops) ops each, \(String(format: "%.1f", summary.seconds)) s)")
+            Console.out("\(range.count - failures.count) passed, \(failures.count) failed (\(range.count) seeds, \(ops) ops each, \(Format.decimal(summary.seconds)) s)")
         }
         if !failures.isEmpty { throw ExitCode(ExitStatus.problemsFound.rawValue) }
     }

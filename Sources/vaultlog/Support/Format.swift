@@ -1,25 +1,15 @@
 import Foundation
 import VaultModel
 
-/// Text forms of times and sizes, all UTC so output does not depend on the machine.
+/// Text forms of times and sizes (Foundation's format styles), all UTC so output does not
+/// depend on the machine.
 enum Format {
     /// `2026-01-01 10:00:00Z`: UTC, labelled, to the second, for people.
-    static func time(millis: Int64) -> String { plain(millis: millis) + "Z" }
-
-    /// `2026-01-01 10:00:00`, the UTC digits without the label.
-    private static func plain(millis: Int64) -> String {
-        let (seconds, _) = split(millis)
-        var t = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        return String(format: "%04d-%02d-%02d %02d:%02d:%02d", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
-                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
-    }
+    static func time(millis: Int64) -> String { time(date(millis)) }
 
     /// `2026-01-01T10:00:00.000Z` (RFC 3339, UTC, milliseconds), for machines.
     static func iso(millis: Int64) -> String {
-        let (_, fraction) = split(millis)
-        return plain(millis: millis).replacingOccurrences(of: " ", with: "T") + String(format: ".%03dZ", fraction)
+        date(millis).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
     /// `time(millis:)` of a Bitwarden date text (`2026-01-01T10:00:00.0000000Z`); the text
@@ -31,24 +21,23 @@ enum Format {
 
     /// `time(millis:)` of a `Date`.
     static func time(_ date: Date) -> String {
-        time(millis: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+        date.formatted(Date.ISO8601FormatStyle(dateTimeSeparator: .space))
     }
 
-    private static func split(_ millis: Int64) -> (seconds: Int64, fraction: Int) {
-        let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
-        return (seconds, Int(millis - seconds * 1000))
+    /// The middle of the millisecond: the styles truncate, and a `Double` near 1.7e9 s is off
+    /// by far less than half a millisecond, so the printed millisecond is always `millis`'s.
+    private static func date(_ millis: Int64) -> Date {
+        Date(timeIntervalSince1970: (Double(millis) + 0.5) / 1000)
     }
 
-    /// `1.5 MiB`.
+    /// `1.6 MB`: decimal units, as file sizes are shown.
     static func bytes(_ count: Int) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(count)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+        Int64(count).formatted(.byteCount(style: .file))
+    }
+
+    /// `12.3`: one decimal.
+    static func decimal(_ value: Double) -> String {
+        value.formatted(.number.precision(.fractionLength(1)))
     }
 
     /// Lays out rows as left-aligned columns separated by two spaces.
