@@ -57,9 +57,11 @@ extension VaultLogStore {
     /// nothing is changed). Open it with a map size of at least
     /// ``ExportFile/suggestedMapSize`` so the transaction never has to grow the map.
     ///
-    /// - Parameter progress: called with (events written, events in the file) every 4,096
-    ///   events and once at the end. An error it throws stops the import before anything is
-    ///   committed, and is rethrown (how a caller cancels).
+    /// - Parameters:
+    ///   - file: the export, checked when it was opened.
+    ///   - progress: called with (events written, events in the file) every 4,096 events and
+    ///     once at the end. An error it throws stops the import before anything is committed,
+    ///     and is rethrown (how a caller cancels).
     public func importEvents(from file: ExportFile, progress: ((_ written: Int, _ total: Int) throws -> Void)? = nil) throws {
         let total = file.metadata.eventCount
         // The closure runs again if the map has to grow, so it reads the file again.

@@ -8,7 +8,9 @@ import VaultCrypto
 public struct Scenario: Codable, Sendable, Equatable {
     /// Format version of the scenario file.
     public var format: Int = 1
+    /// The scenario's name: reported in the outcome and part of the store directory's name.
     public var name: String
+    /// What the scenario shows, for people reading the file (the runner does not use it).
     public var description: String?
     /// `bitwarden` (default) or `vaultwarden`.
     public var flavor: EmulatorFlavor?
@@ -18,9 +20,12 @@ public struct Scenario: Codable, Sendable, Equatable {
     public var users: [ScenarioUser]?
     /// Items on the server and in the local store before the first step (as after a sync).
     public var server: [ScenarioServerItem]?
+    /// What happens, in order.
     public var steps: [ScenarioStep]
+    /// What must hold after the last step.
     public var expect: ScenarioExpectation
 
+    /// A format-1 scenario from its parts; an optional part left nil takes its default.
     public init(name: String, description: String? = nil, flavor: EmulatorFlavor? = nil, seed: UInt64? = nil,
                 users: [ScenarioUser]? = nil, server: [ScenarioServerItem]? = nil, steps: [ScenarioStep], expect: ScenarioExpectation) {
         self.name = name
@@ -38,13 +43,16 @@ public struct Scenario: Codable, Sendable, Equatable {
 public struct ScenarioUser: Codable, Sendable, Equatable {
     /// How steps and expectations name the user.
     public var ref: String
+    /// The account's login email.
     public var email: String
+    /// The account's master password.
     public var password: String
     /// How the emulator derives the account's master key; default PBKDF2 with 5,000 iterations
     /// (fast). JSON: `{"pbkdf2": {"iterations": 5000}}` or
     /// `{"argon2id": {"iterations": 2, "memoryMiB": 16, "parallelism": 1}}`.
     public var kdf: KdfConfig?
 
+    /// A user from its parts; `kdf` nil means the default PBKDF2 with 5,000 iterations.
     public init(ref: String, email: String, password: String, kdf: KdfConfig? = nil) {
         self.ref = ref
         self.email = email
@@ -57,10 +65,15 @@ public struct ScenarioUser: Codable, Sendable, Equatable {
 public struct ScenarioItem: Codable, Sendable, Equatable {
     /// `login` (default) or `secureNote`.
     public var type: String?
+    /// The item's name (empty when a new item gives none).
     public var name: String?
+    /// The item's notes.
     public var notes: String?
+    /// The login's username (ignored for a secure note).
     public var username: String?
+    /// The login's password (ignored for a secure note).
     public var password: String?
+    /// The id of the folder the item is in, as the server knows it (``folder`` names one by ref).
     public var folderId: String?
     /// Old passwords, newest first: the history an item already has (items on the server
     /// before the first step; an edit replaces the history only when given).
@@ -68,6 +81,7 @@ public struct ScenarioItem: Codable, Sendable, Equatable {
     /// A folder by its ref (a `createFolder` step's): the item is put in that folder.
     public var folder: String?
 
+    /// An item from its fields; every field defaults to nil (not given).
     public init(type: String? = nil, name: String? = nil, notes: String? = nil, username: String? = nil,
                 password: String? = nil, folderId: String? = nil, passwordHistory: [String]? = nil, folder: String? = nil) {
         self.type = type
@@ -83,11 +97,14 @@ public struct ScenarioItem: Codable, Sendable, Equatable {
 
 /// An item present before the scenario starts.
 public struct ScenarioServerItem: Codable, Sendable, Equatable {
+    /// How steps and expectations name the item.
     public var ref: String
     /// Owner (default: the first user).
     public var user: String?
+    /// The item's plaintext content.
     public var item: ScenarioItem
 
+    /// A server item from its parts; `user` nil means the first user.
     public init(ref: String, user: String? = nil, item: ScenarioItem) {
         self.ref = ref
         self.user = user
@@ -119,18 +136,28 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// step expect a thrown error, e.g. an organization item that is never saved offline;
 /// `optional` ignores a failure of the step.
 public struct ScenarioStep: Codable, Sendable, Equatable {
+    /// The action.
     public var `do`: ScenarioAction
+    /// The acting user's ref (default: the first user).
     public var user: String?
+    /// The item (or, for `createFolder`, folder) ref the step acts on; creating steps give the new
+    /// item this ref.
     public var ref: String?
+    /// The content: the whole item for a create, the fields to change for an edit.
     public var item: ScenarioItem?
+    /// `advance`: how far the clock moves, in seconds, from 0 to 100 years.
     public var seconds: Double?
+    /// `fault`: the server fault to set up or clear.
     public var fault: ScenarioFault?
+    /// `crash`: the next `sync` or `resolve` crashes right after this server effect (1-based).
     public var afterEffect: Int?
+    /// The step must throw an error whose text contains this; a step that succeeds fails the run.
     public var expectError: String?
     /// A failure of this step is ignored (generated scenarios: another device may edit an item
     /// the server does not have yet).
     public var optional: Bool?
 
+    /// A step from its action and arguments; every argument defaults to nil (not given).
     public init(_ action: ScenarioAction, user: String? = nil, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil,
                 fault: ScenarioFault? = nil, afterEffect: Int? = nil, expectError: String? = nil, optional: Bool? = nil) {
         self.do = action
@@ -155,8 +182,10 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
     case lock, unlock, sync, resolve, retryDeadLetters
     case fault, crash
 
+    /// The action's name, as in the file.
     public var description: String { rawValue }
 
+    /// Decodes the action's name; an unknown name throws a `DecodingError` listing the known ones.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let name = try container.decode(String.self)
@@ -173,17 +202,25 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
 /// server does nothing); `dropResponseAfterApply` requests are applied but answered by a
 /// closed connection; `clear` removes every fault.
 public struct ScenarioFault: Codable, Sendable, Equatable {
+    /// How many matching requests (1 to 1,000,000) answer ``status`` without being applied.
     public var failNext: Int?
+    /// How many matching requests (1 to 1,000,000) are applied, then answered by a closed
+    /// connection. Ignored when ``failNext`` is given.
     public var dropResponseAfterApply: Int?
+    /// The HTTP method to match; nil matches any.
     public var method: String?
-    /// A substring of the path; `{ref}` is replaced by the item's current server id.
+    /// The path pattern to match (`*` matches one segment, a trailing `**` the rest); `{ref}` is
+    /// replaced by the item's current id.
     public var path: String?
+    /// With ``failNext``: the HTTP status to answer, 100 to 599 (default 500).
     public var status: Int?
     /// With `failNext`: answer `status` with these raw bytes instead of the server's error body
     /// (a proxy in front of the server, such as an HTML 403); the request is not applied.
     public var body: String?
+    /// `true` removes every fault; the other fields are then ignored.
     public var clear: Bool?
 
+    /// A fault from its fields; every field defaults to nil (not given).
     public init(failNext: Int? = nil, dropResponseAfterApply: Int? = nil, method: String? = nil, path: String? = nil,
                 status: Int? = nil, body: String? = nil, clear: Bool? = nil) {
         self.failNext = failNext
@@ -211,6 +248,7 @@ public struct ScenarioExpectation: Codable, Sendable, Equatable {
     /// The results of the `sync` steps in order: `applied` or `aborted`.
     public var syncResults: [String]?
 
+    /// An expectation from its parts; a part left nil is not compared.
     public init(outcomes: [String: [String]]? = nil, pending: [String: Int]? = nil, deadLetters: [String: [String]]? = nil,
                 server: [String: [ScenarioItemExpectation]]? = nil, syncResults: [String]? = nil) {
         self.outcomes = outcomes
@@ -223,10 +261,13 @@ public struct ScenarioExpectation: Codable, Sendable, Equatable {
 
 /// An expected server item; only the given fields are compared.
 public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStringConvertible {
+    /// The exact name.
     public var name: String?
     /// The name must start with this (backups carry a timestamp).
     public var namePrefix: String?
+    /// The login's password.
     public var password: String?
+    /// The notes.
     public var notes: String?
     /// Passwords of the history, newest first.
     public var passwordHistory: [String]?
@@ -235,6 +276,7 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
     /// The folder's ref (a `createFolder` step's), when the item is in one.
     public var folder: String?
 
+    /// An expected item from the fields to compare; every field defaults to nil (not compared).
     public init(name: String? = nil, namePrefix: String? = nil, password: String? = nil, notes: String? = nil,
                 passwordHistory: [String]? = nil, deleted: Bool? = nil, folder: String? = nil) {
         self.name = name
@@ -246,6 +288,7 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
         self.folder = folder
     }
 
+    /// The given fields only, as `{name="…", name^="…", password="…", …}`, for mismatch reports.
     public var description: String {
         var parts: [String] = []
         if let name { parts.append("name=\(name.debugDescription)") }
@@ -316,11 +359,15 @@ extension Scenario {
 
 /// Errors of loading and running scenarios.
 public enum ReplayError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The file at `path` could not be read.
     case unreadable(path: String, reason: String)
+    /// The file at `path` is not a valid scenario (bad JSON, a missing field, an unknown action,
+    /// or a newer format).
     case malformed(path: String, reason: String)
     /// A step the runner cannot perform (an unknown ref, a missing argument...).
     case badStep(index: Int, reason: String)
 
+    /// What went wrong, naming the file or the step (1-based), with a pointer to `Docs/Fixtures.md`.
     public var description: String {
         switch self {
         case .unreadable(let path, let reason): return "\(path): cannot read the scenario (\(reason))"

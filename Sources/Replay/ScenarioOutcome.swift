@@ -15,6 +15,7 @@ import VaultModel
 
 /// What a scenario run observed, compared with its expectations.
 public struct ScenarioOutcome: Sendable {
+    /// The scenario's name.
     public var name: String
     /// Readable differences between expected and actual; empty when the scenario passed.
     public var mismatches: [String]
@@ -33,6 +34,7 @@ public struct ScenarioOutcome: Sendable {
     /// Every item step that succeeded, in order (what the user and other devices did).
     public var journal: [ScenarioJournalEntry] = []
 
+    /// Whether every expectation held (no mismatches).
     public var passed: Bool { mismatches.isEmpty }
 }
 
@@ -61,6 +63,7 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// sync never replaces an item with pending changes, e.g. one made while locked).
     public var kept: [String]?
 
+    /// An entry from its fields; `pendingBefore`, `user` and `kept` default to nil (not recorded).
     public init(step: Int, ref: String, action: JournalAction, content: ScenarioItem?, offline: Bool,
                 pendingBefore: Bool? = nil, user: String? = nil, kept: [String]? = nil) {
         self.step = step

@@ -48,6 +48,8 @@ public struct ScenarioRunner: Sendable {
         return logger
     }()
 
+    /// A runner with the defaults: the embedded emulator, a temporary store removed after the run,
+    /// warnings-only logging.
     public init() {}
 
     /// Runs `scenario` and compares what happened with its expectations. Throws only when the

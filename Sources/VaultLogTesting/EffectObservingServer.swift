@@ -13,6 +13,7 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
     /// `DELETE /api/ciphers/{id}` removed an item.
     case deleted(cipherId: String)
 
+    /// A short line for logs: the request and the item id, e.g. "PUT <id>" or "POST → <server id>".
     public var description: String {
         switch self {
         case .created(let serverId): "POST → \(serverId)"
@@ -48,31 +49,40 @@ public struct EffectObservingServer: CipherServer {
         self.afterEffect = afterEffect
     }
 
+    /// Passed to `base` as is: a read is not an effect.
     public func getCipher(id: String) async throws -> Cipher { try await base.getCipher(id: id) }
 
+    /// Creates the item on `base`, then reports `.created` with its server id ("?" if the reply
+    /// has none); an error `afterEffect` throws replaces the reply.
     public func createCipher(_ cipher: Cipher) async throws -> Cipher {
         let created = try await base.createCipher(cipher)
         try afterEffect(.created(serverId: created.id ?? "?"))
         return created
     }
 
+    /// Updates the item on `base`, then reports `.updated`; an error `afterEffect` throws replaces
+    /// the reply.
     public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
         let updated = try await base.updateCipher(cipher, lastKnownRevisionDate: lastKnownRevisionDate)
         try afterEffect(.updated(cipherId: cipher.id ?? "?"))
         return updated
     }
 
+    /// Moves the item to the trash on `base`, then reports `.softDeleted`.
     public func softDeleteCipher(id: String) async throws {
         try await base.softDeleteCipher(id: id)
         try afterEffect(.softDeleted(cipherId: id))
     }
 
+    /// Deletes the item on `base`, then reports `.deleted`.
     public func deleteCipher(id: String) async throws {
         try await base.deleteCipher(id: id)
         try afterEffect(.deleted(cipherId: id))
     }
 
+    /// Passed to `base` as is: a read is not an effect.
     public func sync() async throws -> SyncSnapshot { try await base.sync() }
 
+    /// Passed to `base` as is: a read is not an effect.
     public func accountRevisionDate() async throws -> Date? { try await base.accountRevisionDate() }
 }

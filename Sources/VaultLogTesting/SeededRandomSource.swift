@@ -30,6 +30,7 @@ public final class SeededRandomSource: RandomSource {
         state = Mutex(SplitMix64(seed: seed))
     }
 
+    /// The next `count` bytes of the seeded stream (little-endian 64-bit words, the last one cut).
     public func bytes(_ count: Int) -> [UInt8] {
         state.withLock { generator in
             var output = [UInt8]()

@@ -55,18 +55,24 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
     /// The same instant, re-written canonically (drops the original text).
     public var canonicalized: BitwardenDate { BitwardenDate(ticksSince1970: ticksSince1970) }
 
+    /// The text as parsed (or the canonical form), as ``text``.
     public var description: String { text }
 
+    /// Whether both are the same instant, however they are written.
     public static func == (lhs: BitwardenDate, rhs: BitwardenDate) -> Bool {
         lhs.ticksSince1970 == rhs.ticksSince1970
     }
 
+    /// Hashes the instant only, consistent with `==`.
     public func hash(into hasher: inout Hasher) { hasher.combine(ticksSince1970) }
 
+    /// Whether `lhs` is the earlier instant.
     public static func < (lhs: BitwardenDate, rhs: BitwardenDate) -> Bool {
         lhs.ticksSince1970 < rhs.ticksSince1970
     }
 
+    /// Decodes an RFC 3339 string, keeping its text; a malformed date throws a `DecodingError`
+    /// that says what is wrong.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let string = try container.decode(String.self)
@@ -77,6 +83,7 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
         }
     }
 
+    /// Encodes ``text``, so a parsed date re-encodes byte for byte.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(text)

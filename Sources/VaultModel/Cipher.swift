@@ -130,6 +130,7 @@ public struct Cipher: Codable, Sendable, Equatable {
         "creationDate", "deletedDate", "archivedDate", "collectionIds", "permissions",
     ]
 
+    /// Decodes the wire JSON (only `type` is required), keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         object = try c.optional("object")
@@ -165,6 +166,8 @@ public struct Cipher: Codable, Sendable, Equatable {
         extra = try c.unknownFields(known: Self.knownKeys)
     }
 
+    /// Encodes the known fields (nil as `null`, except the newer `bankAccount`, `driversLicense`
+    /// and `passport`, which are left out), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         try c.put(object, "object")

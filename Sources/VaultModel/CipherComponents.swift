@@ -47,6 +47,8 @@ public struct CipherTextFields: Codable, Sendable, Equatable {
         self.extra = extra
     }
 
+    /// Decodes every key: strings that parse as EncStrings go to `values`, everything else to
+    /// `extra`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         values = [:]
@@ -61,6 +63,7 @@ public struct CipherTextFields: Codable, Sendable, Equatable {
         }
     }
 
+    /// Encodes `values` in key order, then the `extra` entries whose names are not in `values`.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         for key in values.keys.sorted() { try c.put(values[key], key) }
@@ -92,6 +95,7 @@ public struct CipherField: Codable, Sendable, Equatable {
 
     static let knownKeys: Set<String> = ["type", "name", "value", "linkedId"]
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         type = try c.optional("type")
@@ -101,6 +105,7 @@ public struct CipherField: Codable, Sendable, Equatable {
         extra = try c.unknownFields(known: Self.knownKeys)
     }
 
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         try c.put(type, "type")
@@ -129,6 +134,7 @@ public struct CipherPasswordHistory: Codable, Sendable, Equatable {
 
     static let knownKeys: Set<String> = ["password", "lastUsedDate"]
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         password = try c.optional("password")
@@ -136,6 +142,7 @@ public struct CipherPasswordHistory: Codable, Sendable, Equatable {
         extra = try c.unknownFields(known: Self.knownKeys)
     }
 
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         try c.put(password, "password")
@@ -178,6 +185,8 @@ public struct CipherAttachment: Codable, Sendable, Equatable {
 
     static let knownKeys: Set<String> = ["id", "url", "fileName", "key", "size", "sizeName"]
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`; `size` may be a string or a
+    /// number (anything else reads as nil).
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         id = try c.optional("id")
@@ -194,6 +203,7 @@ public struct CipherAttachment: Codable, Sendable, Equatable {
         extra = try c.unknownFields(known: Self.knownKeys)
     }
 
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         try c.put(id, "id")
@@ -222,6 +232,7 @@ public struct CipherPermissions: Codable, Sendable, Equatable {
         self.extra = extra
     }
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         delete = try c.optional("delete")
@@ -229,6 +240,7 @@ public struct CipherPermissions: Codable, Sendable, Equatable {
         extra = try c.unknownFields(known: ["delete", "restore"])
     }
 
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         try c.put(delete, "delete")

@@ -43,6 +43,7 @@ public struct CipherLogin: Codable, Sendable, Equatable {
         "username", "password", "passwordRevisionDate", "totp", "uris", "fido2Credentials", "autofillOnPageLoad", "uri",
     ]
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         username = try c.optional("username")
@@ -56,6 +57,8 @@ public struct CipherLogin: Codable, Sendable, Equatable {
         extra = try c.unknownFields(known: Self.knownKeys)
     }
 
+    /// Encodes the known fields (nil as `null`, except the legacy `uri`, left out when nil), then
+    /// the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         try c.put(username, "username")
@@ -91,6 +94,7 @@ public struct CipherLoginUri: Codable, Sendable, Equatable {
 
     static let knownKeys: Set<String> = ["uri", "uriChecksum", "match"]
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         uri = try c.optional("uri")
@@ -99,6 +103,7 @@ public struct CipherLoginUri: Codable, Sendable, Equatable {
         extra = try c.unknownFields(known: Self.knownKeys)
     }
 
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         try c.put(uri, "uri")
@@ -152,6 +157,8 @@ public struct CipherFido2Credential: EncryptedTextRecord, Equatable {
         ]
     }
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`. Throws a `DecodingError` when
+    /// `creationDate` is not a valid date string.
     public init(from decoder: any Decoder) throws {
         try self.init(decodingRecordFrom: decoder)
         // creationDate is plain; it was captured in `extra` by the shared decoder.
@@ -167,6 +174,7 @@ public struct CipherFido2Credential: EncryptedTextRecord, Equatable {
         }
     }
 
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var copy = self
         copy.extra["creationDate"] = creationDate.map { .string($0.text) } ?? .null

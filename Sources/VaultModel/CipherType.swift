@@ -50,6 +50,8 @@ public enum CipherType: Sendable, Hashable, Codable, CustomStringConvertible {
         }
     }
 
+    /// The type's name as in JSON keys (`login`, `secureNote`, …), or `unknown(n)` for an
+    /// unnamed value.
     public var description: String {
         switch self {
         case .login: "login"

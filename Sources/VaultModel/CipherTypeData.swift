@@ -26,7 +26,9 @@ public struct CipherCard: EncryptedTextRecord, Equatable {
          ("expMonth", \.expMonth), ("expYear", \.expYear), ("code", \.code)]
     }
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws { try self.init(decodingRecordFrom: decoder) }
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws { try encodeRecord(to: encoder) }
 }
 
@@ -82,7 +84,9 @@ public struct CipherIdentity: EncryptedTextRecord, Equatable {
          ("passportNumber", \.passportNumber), ("licenseNumber", \.licenseNumber)]
     }
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws { try self.init(decodingRecordFrom: decoder) }
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws { try encodeRecord(to: encoder) }
 }
 
@@ -104,7 +108,9 @@ public struct CipherSSHKey: EncryptedTextRecord, Equatable {
         [("privateKey", \.privateKey), ("publicKey", \.publicKey), ("keyFingerprint", \.keyFingerprint)]
     }
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws { try self.init(decodingRecordFrom: decoder) }
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws { try encodeRecord(to: encoder) }
 }
 
@@ -121,12 +127,14 @@ public struct CipherSecureNote: Codable, Sendable, Equatable {
         self.extra = extra
     }
 
+    /// Decodes the wire JSON, keeping unknown fields in `extra`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         type = try c.optional("type")
         extra = try c.unknownFields(known: ["type"])
     }
 
+    /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: AnyCodingKey.self)
         try c.put(type, "type")

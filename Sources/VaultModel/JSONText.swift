@@ -7,6 +7,7 @@ public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertibl
     /// What was expected or wrong there.
     public let reason: String
 
+    /// The error as one line: "invalid JSON at byte N: reason".
     public var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }
 

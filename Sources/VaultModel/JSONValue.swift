@@ -40,6 +40,8 @@ public enum JSONValue: Hashable, Sendable, Codable, CustomStringConvertible {
         return nil
     }
 
+    /// Decodes any JSON value; integers that fit in `Int64` stay exact, and an object's keys come
+    /// back sorted (`JSONDecoder` reports no order).
     public init(from decoder: any Decoder) throws {
         if let keyed = try? decoder.container(keyedBy: AnyCodingKey.self) {
             self = .object(try JSONObject(from: keyed))
@@ -68,6 +70,8 @@ public enum JSONValue: Hashable, Sendable, Codable, CustomStringConvertible {
         }
     }
 
+    /// Encodes the value as it is; integers stay integers, and an object hands its pairs over in
+    /// `keys` order.
     public func encode(to encoder: any Encoder) throws {
         switch self {
         case .null:
@@ -146,7 +150,9 @@ public struct JSONObject: Hashable, Sendable, Codable, Sequence, ExpressibleByDi
         keys.map { (key: $0, value: storage[$0]!) }.makeIterator()
     }
 
+    /// Whether both hold the same key/value pairs, whatever the key order.
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool { lhs.storage == rhs.storage }
+    /// Hashes the pairs, ignoring key order (consistent with `==`).
     public func hash(into hasher: inout Hasher) { hasher.combine(storage) }
 
     /// Decoding through `Codable`: `JSONDecoder` gives no source order, so keys are sorted to
@@ -157,10 +163,12 @@ public struct JSONObject: Hashable, Sendable, Codable, Sequence, ExpressibleByDi
         }
     }
 
+    /// Decodes an object; its keys are sorted, since `JSONDecoder` reports no order.
     public init(from decoder: any Decoder) throws {
         try self.init(from: decoder.container(keyedBy: AnyCodingKey.self))
     }
 
+    /// Encodes the pairs in `keys` order (`JSONEncoder` may still write them in its own order).
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: AnyCodingKey.self)
         for key in keys { try container.encode(storage[key]!, forKey: AnyCodingKey(key)) }

@@ -8,12 +8,15 @@ protocol RedactedDescription: CustomStringConvertible, CustomDebugStringConverti
 }
 
 extension RedactedDescription {
+    /// The type's name and its non-secret fields; secrets show only as `<redacted>` or `nil`.
     public var description: String {
         "\(Self.self)(" + redactedFields.map { "\($0.0): \($0.1)" }.joined(separator: ", ") + ")"
     }
 
+    /// The same redacted text as `description`.
     public var debugDescription: String { description }
 
+    /// A mirror of the redacted fields only, so `dump` and debuggers show no secrets.
     public var customMirror: Mirror {
         Mirror(self, children: redactedFields.map { (label: Optional($0.0), value: $0.1 as Any) }, displayStyle: .struct)
     }

@@ -12,6 +12,7 @@ public enum VaultModelError: Error, Equatable, Sendable, CustomStringConvertible
     /// would drop the URI. Encrypt with a `sha256` function so checksums are regenerated.
     case staleURIChecksum(cipherID: String?, field: String)
 
+    /// What failed, naming the item (`<new>` before it has an id) and the field, and what to do.
     public var description: String {
         switch self {
         case .malformedDate(let text, let reason):
