@@ -50,7 +50,7 @@ public enum SaveResult: Sendable, Equatable {
         switch self {
         case .online: return false
         case .resolved(_, let report): return [.failed, .deadLetter, .skipped].contains(report.outcome)
-        default: return true
+        case .savedOffline, .discardedLocally, .noOp: return true
         }
     }
 }

@@ -40,6 +40,26 @@ import Testing
         #expect(replay.stdout.contains("1 passed, 0 failed"))
     }
 
+    /// Through a pipe (`vaultlog demo | tee`), each line of the story arrives as it is told: the
+    /// first read gets the first line or few, where a block-buffered stdout would hand over the
+    /// whole story (shorter than the 4 KiB buffer) at exit, in one piece.
+    @Test func demo_throughAPipe_printsEachLineAsItHappens() throws {
+        let dir = TemporaryDirectory("demo-pipe")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try #require(CLI.binary))
+        process.arguments = ["demo", "--dir", dir.file("store")]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let first = output.fileHandleForReading.availableData
+        let rest = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(!first.isEmpty && !rest.isEmpty,
+                "the first read got all \(first.count + rest.count) bytes at once: stdout is not flushed per line")
+    }
+
     @Test func demo_thatCannotReachItsServer_leavesNoStoreBehind() throws {
         let dir = TemporaryDirectory("demo-unreachable")
         let password = dir.file("pw")
