@@ -68,7 +68,7 @@ extension ExportFormat {
     /// first, `JSONDecoder` when the line is spelled in a way the fast reader does not take.
     public static func envelope(lineBytes bytes: UnsafeRawBufferPointer) throws(LineError) -> Envelope {
         var reader = FlatLineReader(bytes)
-        if let line = reader.envelopeLine() { return try checked(line) }
+        if let (line, decoded) = reader.envelopeLine() { return try checked(line, decoded: decoded) }
         return try envelope(line: String(decoding: bytes, as: UTF8.self))
     }
 }
@@ -81,15 +81,19 @@ private struct FlatLineReader {
 
     init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    mutating func envelopeLine() -> ExportFormat.EnvelopeLine? {
-        var cipherId: String?, envelope: String?, type: String?, userId: String?
+    /// The line's fields and its envelope's bytes (base64 decoded straight from the line).
+    mutating func envelopeLine() -> (ExportFormat.EnvelopeLine, [UInt8])? {
+        var cipherId: String?, envelope: [UInt8]?, type: String?, userId: String?
         var eventType: UInt64?, formatVersion: UInt64?, sequence: UInt64?, recordedAt: Int64?
         guard consume(UInt8(ascii: "{")) else { return nil }
         repeat {
             guard let key = string(), consume(UInt8(ascii: ":")) else { return nil }
             switch key {
             case "cipherId": guard cipherId == nil, let value = string() else { return nil }; cipherId = value
-            case "envelope": guard envelope == nil, let value = string() else { return nil }; envelope = value
+            case "envelope":
+                guard envelope == nil, let range = stringRange(),
+                      let value = Base64.decode(UnsafeRawBufferPointer(rebasing: bytes[range])) else { return nil }
+                envelope = value
             case "type": guard type == nil, let value = string() else { return nil }; type = value
             case "userId": guard userId == nil, let value = string() else { return nil }; userId = value
             case "eventType": guard eventType == nil, let value = unsigned() else { return nil }; eventType = value
@@ -105,8 +109,9 @@ private struct FlatLineReader {
               let cipherId, let envelope, let type, let userId, let sequence, let recordedAt,
               let eventType, let eventType16 = UInt16(exactly: eventType),
               let formatVersion, let formatVersion8 = UInt8(exactly: formatVersion) else { return nil }
-        return ExportFormat.EnvelopeLine(sequence: sequence, formatVersion: formatVersion8, userId: userId, cipherId: cipherId,
-                                         eventType: eventType16, type: type, recordedAtMillis: recordedAt, envelope: envelope)
+        let line = ExportFormat.EnvelopeLine(sequence: sequence, formatVersion: formatVersion8, userId: userId, cipherId: cipherId,
+                                             eventType: eventType16, type: type, recordedAtMillis: recordedAt, envelope: "")
+        return (line, envelope)
     }
 
     mutating func skipWhitespace() {
@@ -122,16 +127,23 @@ private struct FlatLineReader {
 
     /// A string without escapes or control characters.
     mutating func string() -> String? {
-        guard consume(UInt8(ascii: "\"")) else { return nil }
-        let start = index
-        while index < bytes.count {
-            let byte = bytes[index]
+        stringRange().map { String(decoding: UnsafeRawBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
+    }
+
+    /// Where the contents of a string without escapes or control characters lie in the line
+    /// (a plain pointer loop: the envelope's base64 is most of every line).
+    mutating func stringRange() -> Range<Int>? {
+        guard consume(UInt8(ascii: "\"")), let base = bytes.baseAddress else { return nil }
+        let start = index, end = bytes.count
+        var i = start
+        while i < end {
+            let byte = base.load(fromByteOffset: i, as: UInt8.self)
             if byte == UInt8(ascii: "\"") {
-                defer { index += 1 }
-                return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                index = i + 1
+                return start..<i
             }
             if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
-            index += 1
+            i += 1
         }
         return nil
     }
