@@ -1,4 +1,5 @@
 import EventLog
+import Foundation
 import VaultCrypto
 
 /// The hot path of an export: envelope lines written and read without `JSONEncoder` /
@@ -91,7 +92,7 @@ private struct FlatLineReader {
             switch key {
             case "cipherId": guard cipherId == nil, let value = string() else { return nil }; cipherId = value
             case "envelope":
-                guard envelope == nil, let range = stringRange(),
+                guard envelope == nil, let range = base64Range(),
                       let value = Base64.decode(UnsafeRawBufferPointer(rebasing: bytes[range])) else { return nil }
                 envelope = value
             case "type": guard type == nil, let value = string() else { return nil }; type = value
@@ -128,6 +129,18 @@ private struct FlatLineReader {
     /// A string without escapes or control characters.
     mutating func string() -> String? {
         stringRange().map { String(decoding: UnsafeRawBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
+    }
+
+    /// Where the contents of the envelope's string lie: up to the next quote (`memchr`), not
+    /// checked here, because base64 decoding refuses every byte a JSON string would escape (a
+    /// backslash, a control character), so such a line still falls back to the strict path.
+    mutating func base64Range() -> Range<Int>? {
+        guard consume(UInt8(ascii: "\"")), let base = bytes.baseAddress else { return nil }
+        let start = index
+        guard let quote = memchr(base + start, Int32(UInt8(ascii: "\"")), bytes.count - start) else { return nil }
+        let end = base.distance(to: UnsafeRawPointer(quote))
+        index = end + 1
+        return start..<end
     }
 
     /// Where the contents of a string without escapes or control characters lie in the line

@@ -50,12 +50,15 @@ func runExportBench(quick: Bool, results: Results) throws {
                 round += 1
                 var copyOptions = VaultLogStoreOptions()
                 copyOptions.eventLog.environment.mapSize = 1 << 30
-                let seconds = try time {
-                    let export = try ExportFile(path: file)
+                var export: ExportFile?
+                let scan = try time { export = try ExportFile(path: file) }
+                let load = try time {
                     let copy = try VaultLogStore(path: dir + "/copy-\(round)", options: copyOptions)
                     defer { copy.close() }
-                    try copy.importEvents(from: export)
+                    try copy.importEvents(from: export!)
                 }
+                let seconds = scan + load
+                progress(String(format: "import round %d: checking pass %.2f s, writing pass %.2f s", round, scan, load))
                 try? FileManager.default.removeItem(atPath: dir + "/copy-\(round)")
                 return Double(events) / seconds
             }),
