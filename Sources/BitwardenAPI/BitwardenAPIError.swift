@@ -2,15 +2,15 @@ import Foundation
 import OfflineSync
 
 /// A failed Bitwarden API call, classified for the repository's denylist and the resolver
-/// (``OfflineSync/ServerErrorKind``):
+/// (`ServerErrorKind`):
 ///
 /// | Reply | Kind |
 /// |---|---|
-/// | 400 whose message contains "out of date" | ``OfflineSync/ServerErrorKind/staleRevision`` |
-/// | 404 with an error body; Vaultwarden's 400 "Cipher doesn't exist" / "not owned" / "not write accessible" | ``OfflineSync/ServerErrorKind/notFound`` |
-/// | 401 after one refresh, or a refused refresh | ``OfflineSync/ServerErrorKind/loginRequired`` |
-/// | other 4xx, with or without an error body (validation, permissions, an HTML 403 or 413 from a proxy) | ``OfflineSync/ServerErrorKind/rejected`` |
-/// | 5xx, 408, 429, a 404 without an error body (a wrong route), transport errors, timeouts, malformed replies | ``OfflineSync/ServerErrorKind/unavailable`` |
+/// | 400 whose message contains "out of date" | `ServerErrorKind/staleRevision` |
+/// | 404 with an error body; Vaultwarden's 400 "Cipher doesn't exist" / "not owned" / "not write accessible" | `ServerErrorKind/notFound` |
+/// | 401 after one refresh, or a refused refresh | `ServerErrorKind/loginRequired` |
+/// | other 4xx, with or without an error body (validation, permissions, an HTML 403 or 413 from a proxy) | `ServerErrorKind/rejected` |
+/// | 5xx, 408, 429, a 404 without an error body (a wrong route), transport errors, timeouts, malformed replies | `ServerErrorKind/unavailable` |
 public struct BitwardenAPIError: ClassifiedServerError, CustomStringConvertible, Sendable, Equatable {
     /// How the failure is treated (offline, rejected, conflict, ...).
     public let serverErrorKind: ServerErrorKind
@@ -43,6 +43,9 @@ public struct BitwardenAPIError: ClassifiedServerError, CustomStringConvertible,
     /// True if the server refused an update because its copy changed since `lastKnownRevisionDate`.
     public var isStaleRevision: Bool { serverErrorKind == .staleRevision }
 
+    /// The route, the HTTP status when there is one, the message and any validation errors by
+    /// field, followed by what the classification means for the change, e.g.
+    /// `[log in again; pending offline changes are kept]`.
     public var description: String {
         var text = "\(route): "
         if let status { text += "HTTP \(status): " }

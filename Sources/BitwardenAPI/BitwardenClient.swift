@@ -6,12 +6,12 @@ import VaultCrypto
 import VaultModel
 
 /// The Bitwarden API over HTTP: login, sync, ciphers and folders. It implements the
-/// ``OfflineSync/CipherServer`` port, and classifies every failure as a
+/// `CipherServer` port, and classifies every failure as a
 /// ``BitwardenAPIError`` (see its table) so the repository knows what is "offline".
 ///
 /// Safe to share: any number of requests may run at once. A 401 triggers one token refresh
 /// (shared by all requests that saw it) and one retry; a refused refresh is
-/// ``OfflineSync/ServerErrorKind/loginRequired``.
+/// `ServerErrorKind/loginRequired`.
 ///
 /// ```swift
 /// let client = BitwardenClient(configuration: .selfHosted(URL(string: "http://127.0.0.1:8080")!))
@@ -151,7 +151,7 @@ public final class BitwardenClient: CipherServer, Sendable {
     }
 
     /// `PUT /api/ciphers/{id}` with `lastKnownRevisionDate`; a stale date fails with
-    /// ``OfflineSync/ServerErrorKind/staleRevision``. Returns the item with its new `revisionDate`.
+    /// `ServerErrorKind/staleRevision`. Returns the item with its new `revisionDate`.
     public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
         guard let id = cipher.id else {
             throw BitwardenAPIError(kind: .rejected, status: nil, message: "the cipher has no server id; create it first",
@@ -173,7 +173,7 @@ public final class BitwardenClient: CipherServer, Sendable {
     }
 
     /// `PUT /api/ciphers/{id}/restore`: takes the item out of the trash. (Not part of the
-    /// ``OfflineSync/CipherServer`` port: the offline engine does not restore items yet.)
+    /// `CipherServer` port: the offline engine does not restore items yet.)
     public func restoreCipher(id: String) async throws -> Cipher {
         try decode(Cipher.self, try await send(.restoreCipher, id), route: BitwardenEndpoint.restoreCipher.route(id))
     }

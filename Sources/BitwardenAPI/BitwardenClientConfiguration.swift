@@ -31,6 +31,7 @@ public enum BitwardenEndpoints: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The layout and its URLs, e.g. `"self-hosted http://127.0.0.1:8080"`.
     public var description: String {
         switch self {
         case .selfHosted(let base): "self-hosted \(base.absoluteString)"

@@ -44,7 +44,7 @@ public struct HTTPTransportResponse: Sendable {
 }
 
 /// No HTTP reply arrived. A transport throws this (and nothing else) for every failure below
-/// HTTP; ``BitwardenClient`` turns it into an ``OfflineSync/ServerErrorKind/unavailable`` error.
+/// HTTP; ``BitwardenClient`` turns it into an `ServerErrorKind/unavailable` error.
 public struct HTTPTransportFailure: Error, Sendable, CustomStringConvertible {
     /// What went wrong, for people (for example "connection refused").
     public var message: String
@@ -59,6 +59,7 @@ public struct HTTPTransportFailure: Error, Sendable, CustomStringConvertible {
         self.requestMayHaveArrived = requestMayHaveArrived
     }
 
+    /// The ``message``.
     public var description: String { message }
 }
 
@@ -147,6 +148,8 @@ public struct URLSessionTransport: HTTPTransport {
         return URLSession(configuration: configuration)
     }
 
+    /// Sends `request` with a `URLSession` data task and returns the reply, whatever its status.
+    /// Throws only ``HTTPTransportFailure``; cancelling the calling task cancels the data task.
     public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportResponse {
         var urlRequest = URLRequest(url: request.url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout)
         urlRequest.httpMethod = request.method

@@ -4,9 +4,11 @@ import Foundation
 // `description`: what failed, what it concerns, and what to do.
 
 extension BitwardenAPIError: LocalizedError {
+    /// The same text as ``BitwardenAPIError/description``.
     public var errorDescription: String? { description }
 }
 
 extension HTTPTransportFailure: LocalizedError {
+    /// The same text as ``HTTPTransportFailure/description``.
     public var errorDescription: String? { description }
 }

@@ -18,6 +18,7 @@ public struct TokenSet: Sendable, Codable, Equatable, CustomStringConvertible {
         self.expiresAt = expiresAt
     }
 
+    /// The expiry only; both tokens are redacted.
     public var description: String { "TokenSet(<redacted>, expires \(expiresAt))" }
 }
 
@@ -41,6 +42,7 @@ public struct LoginResult: Sendable, CustomStringConvertible {
     /// The session's tokens.
     public let tokens: TokenSet
 
+    /// The email, user id and KDF settings; no key material or tokens.
     public var description: String { "LoginResult(\(email), user \(userId), \(kdf))" }
 }
 

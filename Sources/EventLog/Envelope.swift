@@ -55,6 +55,8 @@ public enum EnvelopeError: Error, Equatable, Sendable, CustomStringConvertible {
     /// within the file): its MAC binds it to `headerSequence`, so it is not event `key`.
     case keyMismatch(key: UInt64, headerSequence: UInt64)
 
+    /// What is wrong, with the event's sequence when known, and usually what to do next
+    /// (e.g. run `vaultlog verify`).
     public var description: String {
         switch self {
         case .malformed(let seq, let reason):
@@ -97,6 +99,7 @@ public struct SealingKey: Sendable, CustomStringConvertible {
         heads = SubKey(userKey.derive(info: Self.headInfo))
     }
 
+    /// Always `"SealingKey(<redacted>)"`, so the keys never reach a log.
     public var description: String { "SealingKey(<redacted>)" }
 
     /// One derived key plus an HMAC already keyed with its MAC half: copying the keyed state

@@ -7,12 +7,14 @@ import VaultCrypto
 
 /// An `AsyncSequence` of envelopes read in bounded batches; see ``EventLogStore/stream(from:to:batchSize:)``.
 public struct EnvelopeStream: AsyncSequence, Sendable {
+    /// The stream yields envelopes in sequence order.
     public typealias Element = Envelope
     let store: EventLogStore
     let from: UInt64
     let to: UInt64
     let batchSize: Int
 
+    /// An iterator that starts at the stream's first sequence; nothing is read until the first `next()`.
     public func makeAsyncIterator() -> Iterator {
         Iterator(store: store, next: from, to: to, batchSize: batchSize)
     }
@@ -34,6 +36,8 @@ public struct EnvelopeStream: AsyncSequence, Sendable {
             self.batchSize = Swift.max(1, batchSize)
         }
 
+        /// The next envelope, reading a new batch in one read transaction when the buffered one is
+        /// used up; nil after the last envelope in range. Rethrows the store's read errors.
         public mutating func next() async throws -> Envelope? {
             if position == buffer.count {
                 guard !finished, next <= to else { return nil }

@@ -21,6 +21,8 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
     /// only an imported or crafted file can do): nothing more can be appended.
     case sequenceSpaceExhausted(last: UInt64)
 
+    /// What is wrong with the store and, for most cases, what to do about it (upgrade,
+    /// run `vaultlog verify`, or restore from a backup).
     public var description: String {
         switch self {
         case .newerStoreFormat(let found, let supported):

@@ -4,9 +4,11 @@ import Foundation
 // `description`: what failed, what it concerns, and what to do.
 
 extension EnvelopeError: LocalizedError {
+    /// The same text as ``EnvelopeError/description``.
     public var errorDescription: String? { description }
 }
 
 extension EventLogError: LocalizedError {
+    /// The same text as ``EventLogError/description``.
     public var errorDescription: String? { description }
 }

@@ -60,6 +60,7 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
+    /// ``message``, prefixed with `"event <sequence>: "` when the problem concerns one event.
     public var description: String {
         if let sequence { return "event \(sequence): \(message)" }
         return message

@@ -16,6 +16,8 @@ public struct LMDBError: Error, Equatable, Sendable, CustomStringConvertible {
         self.message = String(cString: mdb_strerror(code))
     }
 
+    /// The operation, LMDB's message and the numeric code, e.g.
+    /// `"mdb_put log: MDB_MAP_FULL: Environment mapsize limit reached (code -30792)"`.
     public var description: String { "\(operation): \(message) (code \(code))" }
 
     /// The map is full; the environment grows it and retries, so callers rarely see this.

@@ -2,7 +2,9 @@ import CLMDB
 
 /// Flags for ``Transaction/put(_:key:value:flags:)``.
 public struct PutFlags: OptionSet, Sendable {
+    /// The LMDB `mdb_put` flag bits.
     public let rawValue: UInt32
+    /// Flags from raw `mdb_put` flag bits.
     public init(rawValue: UInt32) { self.rawValue = rawValue }
     /// Fail with `MDB_KEYEXIST` rather than overwrite.
     public static let noOverwrite = PutFlags(rawValue: UInt32(MDB_NOOVERWRITE))

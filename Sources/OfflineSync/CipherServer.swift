@@ -20,6 +20,7 @@ public enum ServerErrorKind: Sendable, Equatable {
 /// An error that knows its ``ServerErrorKind``. Errors that do not conform are treated as
 /// ``ServerErrorKind/unavailable`` (the denylist: everything unknown means offline).
 public protocol ClassifiedServerError: Error {
+    /// How the failure is classified; the repository and the resolver decide on this.
     var serverErrorKind: ServerErrorKind { get }
     /// Whether the request may have reached the server, so it may have been applied although
     /// no answer says so (a lost response, a timeout). False only when it certainly did not
@@ -74,6 +75,7 @@ public struct ServerFailure: ClassifiedServerError, Equatable, CustomStringConve
         self.requestMayHaveArrived = mayHaveArrived
     }
 
+    /// The kind and the message, e.g. `"server unavailable: the server is not reachable (offline mode)"`.
     public var description: String { "server \(serverErrorKind): \(message)" }
 }
 
@@ -124,10 +126,16 @@ public struct UnreachableServer: CipherServer {
 
     private func fail() -> ServerFailure { ServerFailure(.unavailable, "the server is not reachable (offline mode)", mayHaveArrived: false) }
 
+    /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func getCipher(id: String) async throws -> Cipher { throw fail() }
+    /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func createCipher(_ cipher: Cipher) async throws -> Cipher { throw fail() }
+    /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher { throw fail() }
+    /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func softDeleteCipher(id: String) async throws { throw fail() }
+    /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func deleteCipher(id: String) async throws { throw fail() }
+    /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func sync() async throws -> SyncSnapshot { throw fail() }
 }

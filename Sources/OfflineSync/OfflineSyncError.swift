@@ -24,6 +24,7 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     /// An import needs a store without events, and this one holds some.
     case storeNotEmpty(lastSequence: UInt64)
 
+    /// What went wrong, the user or item it concerns when there is one, and what to do next.
     public var description: String {
         switch self {
         case .vaultLocked(let userId):

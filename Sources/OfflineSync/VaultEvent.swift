@@ -76,6 +76,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// True for the four offline operations.
     public var isOperation: Bool { kind == .operation }
 
+    /// The case name, e.g. `"softDeleted"` or `"syncApplied"`.
     public var description: String {
         switch self {
         case .created: "created"
@@ -377,6 +378,8 @@ public enum CreatePurpose: Hashable, Sendable, Codable, CustomStringConvertible 
         return false
     }
 
+    /// Decodes the stored form (a JSON string, see ``init(_:)``); throws `DecodingError` for
+    /// anything else.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
@@ -387,6 +390,7 @@ public enum CreatePurpose: Hashable, Sendable, Codable, CustomStringConvertible 
         self = purpose
     }
 
+    /// Encodes the stored form, ``description``, as a JSON string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)

@@ -129,15 +129,19 @@ public struct EncString: Sendable, Hashable, Codable, CustomStringConvertible {
         return out
     }
 
+    /// The canonical string form, ``serialized``.
     public var description: String { serialized }
 
     // MARK: Codable: a plain JSON string, as on the wire.
 
+    /// Decodes an EncString from a plain JSON string; throws `DecodingError` if the value is
+    /// not a string and ``VaultCryptoError/invalidEncString(_:)`` if the string does not parse.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         try self.init(container.decode(String.self))
     }
 
+    /// Encodes the EncString as a single JSON string, its ``serialized`` form.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(serialized)

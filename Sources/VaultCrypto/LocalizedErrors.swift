@@ -4,9 +4,11 @@ import Foundation
 // `description`: what failed, what it concerns, and what to do.
 
 extension VaultCryptoError: LocalizedError {
+    /// The same text as ``VaultCryptoError/description``.
     public var errorDescription: String? { description }
 }
 
 extension SecretFileError: LocalizedError {
+    /// The same text as ``SecretFileError/description``.
     public var errorDescription: String? { description }
 }

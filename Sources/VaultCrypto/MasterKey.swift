@@ -89,6 +89,8 @@ public enum KdfConfig: Sendable, Hashable, Codable, CustomStringConvertible {
             + "(change it in the web vault under Settings → Security → Keys)"
     }
 
+    /// The algorithm and its parameters, e.g. `"PBKDF2-SHA256 (600000 iterations)"` or
+    /// `"Argon2id (3 iterations, 64 MiB, parallelism 4)"`.
     public var description: String {
         switch self {
         case .pbkdf2(let iterations): "PBKDF2-SHA256 (\(iterations) iterations)"
@@ -195,6 +197,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
         EncString.encrypt(userKey.exportBytes(), key: stretched(), random: random)
     }
 
+    /// Always `"MasterKey(<redacted>)"`, so the key never reaches a log.
     public var description: String { "MasterKey(<redacted>)" }
 }
 

@@ -37,6 +37,7 @@ public struct SystemRandomSource: RandomSource {
     /// The system's generator (stateless; any number of copies draw from the same source).
     public init() {}
 
+    /// Returns `count` bytes from the system generator (an empty array when `count` is not positive).
     public func bytes(_ count: Int) -> [UInt8] {
         guard count > 0 else { return [] }
         var output = [UInt8](repeating: 0, count: count)

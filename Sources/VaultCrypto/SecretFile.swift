@@ -57,6 +57,8 @@ public struct SecretFileError: Error, Equatable, Sendable, CustomStringConvertib
     /// Its `errno`.
     public let code: Int32
 
+    /// The failed operation, the path, the system's error text and `errno`, and a reminder
+    /// that nothing at the path was changed.
     public var description: String {
         "cannot \(operation) \(path): \(String(cString: strerror(code))) (errno \(code)); nothing at that path was changed"
     }

@@ -87,7 +87,9 @@ public struct SymmetricCryptoKey: Sendable, Equatable, CustomStringConvertible, 
         try! SymmetricCryptoKey(bytes: hkdfExpand(prk: exportBytes(), info: info, outputByteCount: 64))
     }
 
+    /// Always `"SymmetricCryptoKey(<redacted>)"`, so the key never reaches a log.
     public var description: String { "SymmetricCryptoKey(<redacted>)" }
+    /// The same redacted text as ``description``, so debuggers do not show the key either.
     public var debugDescription: String { description }
 }
 

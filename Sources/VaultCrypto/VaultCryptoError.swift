@@ -21,6 +21,7 @@ public enum VaultCryptoError: Error, Equatable, Sendable, CustomStringConvertibl
     /// The underlying crypto library failed.
     case primitiveFailure(String)
 
+    /// What went wrong and, where it helps, what to check, e.g. `"invalid key length: expected 64 bytes, got 32"`.
     public var description: String {
         switch self {
         case .invalidEncString(let reason):
