@@ -41,7 +41,12 @@ public struct ExportFile: Sendable {
     /// Reads and checks the whole file. `progress` is called with (envelope lines read, lines
     /// the metadata announces) every 4,096 lines and at the end; an error it throws stops the
     /// scan and is rethrown. Throws a ``Problem`` naming the first bad line.
-    public init(path: String, progress: ((_ read: Int, _ announced: Int) throws -> Void)? = nil) throws {
+    ///
+    /// With `checkingEveryLine: false` only the metadata line is read, and ``users`` lists the
+    /// users of its accounts: enough for ``VaultLogStore/importEvents(from:progress:)``, which
+    /// checks every line itself while it writes (one pass over the file instead of two).
+    public init(path: String, checkingEveryLine: Bool = true,
+                progress: ((_ read: Int, _ announced: Int) throws -> Void)? = nil) throws {
         self.path = path
         fileSize = ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
         let reader = try Self.open(path)
@@ -67,37 +72,53 @@ public struct ExportFile: Sendable {
         }
         self.heads = heads
 
+        guard checkingEveryLine else {
+            users = Set(self.metadata.accounts.map(\.userId)).sorted()
+            return
+        }
         let announced = self.metadata.eventCount
+        var users = Set(self.metadata.accounts.map(\.userId))
+        var count = 0
+        try Self.walk(reader, path: path, metadata: self.metadata) { envelope, _ in
+            count += 1
+            users.insert(envelope.header.userId)
+            if count % 4096 == 0 { try progress?(count, announced) }
+        }
+        try progress?(count, announced)
+        self.users = users.sorted()
+    }
+
+    /// Every envelope in file order with its line number, each line checked as when the file
+    /// was opened (sequences increasing, the announced count and last sequence at the end).
+    /// The file is read again, so a file changed since it was opened fails here with the same
+    /// kind of ``Problem``, after `body` has seen the lines before the bad one.
+    public func forEachEnvelope(_ body: (Envelope, Int) throws -> Void) throws {
+        let reader = try Self.open(path)
+        _ = reader.withNextLine { _ in () }
+        try Self.walk(reader, path: path, metadata: metadata, body)
+    }
+
+    /// The envelope lines after the metadata line, checked one by one and as a whole.
+    private static func walk(_ reader: ExportLineReader, path: String, metadata: ExportFormat.Metadata,
+                             _ body: (Envelope, Int) throws -> Void) throws {
         var previous: UInt64 = 0
         var count = 0
-        var users = Set(self.metadata.accounts.map(\.userId))
-        try Self.forEachEnvelope(reader, path: path) { envelope, line in
+        try forEachEnvelope(reader, path: path) { envelope, line in
             let sequence = envelope.header.sequence
             guard sequence > previous else {
                 throw Problem(path: path, line: line, reason: "sequence \(sequence) is not after the previous line's \(previous)")
             }
             previous = sequence
             count += 1
-            users.insert(envelope.header.userId)
-            if count % 4096 == 0 { try progress?(count, announced) }
+            try body(envelope, line)
         }
-        guard count == self.metadata.eventCount else {
+        guard count == metadata.eventCount else {
             throw Problem(path: path, line: reader.lineNumber + 1,
-                          reason: "the metadata announces \(self.metadata.eventCount) event(s) but the file has \(count): it is truncated or was edited")
+                          reason: "the metadata announces \(metadata.eventCount) event(s) but the file has \(count): it is truncated or was edited")
         }
-        guard count == 0 || previous == self.metadata.lastSequence else {
-            throw Problem(path: path, line: reader.lineNumber, reason: "the last sequence is \(previous), the metadata says \(self.metadata.lastSequence)")
+        guard count == 0 || previous == metadata.lastSequence else {
+            throw Problem(path: path, line: reader.lineNumber, reason: "the last sequence is \(previous), the metadata says \(metadata.lastSequence)")
         }
-        try progress?(count, self.metadata.eventCount)
-        self.users = users.sorted()
-    }
-
-    /// Every envelope in file order with its line number. The file is read again, so a file
-    /// changed since it was checked fails here with the same kind of ``Problem``.
-    public func forEachEnvelope(_ body: (Envelope, Int) throws -> Void) throws {
-        let reader = try Self.open(path)
-        _ = reader.withNextLine { _ in () }
-        try Self.forEachEnvelope(reader, path: path) { envelope, line in try body(envelope, line) }
     }
 
     /// The MAC check of every envelope of one user (a wrong key fails them all).

@@ -49,9 +49,12 @@ extension VaultLogStore {
         }
     }
 
-    /// Writes every envelope of a checked export into this store, with its original sequences
-    /// and bytes (so they still verify under the original keys), in one transaction: all or
-    /// nothing. Then saves its accounts, so the copy unlocks with the master password too.
+    /// Writes every envelope of an export into this store, with its original sequences and
+    /// bytes (so they still verify under the original keys), in one transaction: all or
+    /// nothing. Every line is checked as it is written (a bad one throws an
+    /// ``ExportFile/Problem`` and nothing is committed), so `file` may be opened with
+    /// `checkingEveryLine: false` for a single pass. Then saves its accounts, so the copy
+    /// unlocks with the master password too.
     ///
     /// The store must hold no events (``OfflineSyncError/storeNotEmpty(lastSequence:)`` otherwise;
     /// nothing is changed). Open it with a map size of at least

@@ -9,12 +9,13 @@ struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Load an export (JSON Lines) into a new or empty store, byte for byte.",
         discussion: """
-        Every line is checked before anything is written: the metadata line, JSON shape, base64, \
-        envelope structure, header fields agreeing with the envelope, strictly increasing \
-        sequences, and the event count. A malformed line is refused with its line number. With a \
-        key, the MAC of each of that user's envelopes is checked as well. Then all events are \
-        written in one transaction (all or nothing) with their original sequences and bytes, so \
-        the copy verifies under the original keys, and the new store is verified.
+        Every line is checked: the metadata line, JSON shape, base64, envelope structure, header \
+        fields agreeing with the envelope, strictly increasing sequences, and the event count. \
+        All events are written in one transaction (all or nothing) with their original sequences \
+        and bytes, so a malformed line, refused with its line number, leaves nothing imported. \
+        With a key, every line and the MAC of each of that user's envelopes are checked before \
+        the transaction starts. The copy verifies under the original keys; the new store is \
+        verified at the end.
         DIR must not exist, be an empty directory, or be a store without events: an existing \
         store with events is never changed.
 
@@ -36,8 +37,11 @@ struct Import: ParsableCommand {
         try reportingErrors(storePath: directory) {
             try checkTarget()
             let interruption = Interruption()   // Ctrl-C: nothing is written, a new DIR is removed, exit 130
-            // Pass 1: structure of every line; collect users.
-            let scan = try Self.scan(file, interruption)
+            // With a key, pass 1 checks every line and collects the users, pass 2 the MACs of
+            // the key's user. Without one, the metadata is read and the lines are checked as
+            // they are written (pass 3 aborts its transaction on the first bad line).
+            let keyGiven = key.email != nil || key.userKeyFile != nil
+            let scan = try Self.scan(file, interruption, checkingEveryLine: keyGiven)
             // Pass 2 (with a key): MACs of that user's envelopes.
             let unlocked = try key.resolve(accounts: scan.metadata.accounts, users: scan.users, where: "in \(file)")
             if let unlocked { try Self.authenticate(scan, unlocked, interruption) }
@@ -58,11 +62,11 @@ struct Import: ParsableCommand {
     }
 
     /// Pass 1: every line of the file checked (a malformed one is named with its line).
-    static func scan(_ file: String, _ interruption: Interruption? = nil) throws -> ExportFile {
+    static func scan(_ file: String, _ interruption: Interruption? = nil, checkingEveryLine: Bool = true) throws -> ExportFile {
         let progress = ProgressLine("checking", unit: "lines")
         defer { progress.finish() }
         do {
-            return try ExportFile(path: file) { try interruption?.check(); progress.update($0, of: $1) }
+            return try ExportFile(path: file, checkingEveryLine: checkingEveryLine) { try interruption?.check(); progress.update($0, of: $1) }
         } catch let problem as ExportFile.Problem {
             throw CLIError.storage("\(problem); nothing was imported")
         }

@@ -153,6 +153,37 @@ import VaultLogTesting
         #expect(try copy.log.eventCount() == 5000, "a refused import changes nothing")
     }
 
+    /// One pass (the file opened without checking its lines): a bad line in the middle, or a
+    /// missing last line, stops the import with the line named and the store left empty.
+    @Test func singlePassImport_ofABadFile_namesTheLine_andWritesNothing() throws {
+        let work = TemporaryDirectory("export-single-pass")
+        try FileManager.default.createDirectory(atPath: work.path, withIntermediateDirectories: true)
+        let lines = try ExportFormatTests.lines()
+        try #require(lines.count >= 4)
+        var damaged = lines
+        damaged[2] = damaged[2].replacingOccurrences(of: #""envelope":""#, with: #""envelope":"!"#)
+        let cases: [(name: String, text: String, line: Int, reason: String)] = [
+            ("damaged", damaged.joined(separator: "\n") + "\n", 3, "not base64"),
+            ("truncated", lines.dropLast().joined(separator: "\n") + "\n", lines.count, "truncated"),
+            ("reordered", ([lines[0], lines[2], lines[1]] + lines.dropFirst(3)).joined(separator: "\n") + "\n", 3, "is not after"),
+        ]
+        for (name, text, line, reason) in cases {
+            let file = work.path + "/\(name).jsonl"
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            let export = try ExportFile(path: file, checkingEveryLine: false)
+            let store = try VaultLogStore(path: work.path + "/\(name)-store")
+            defer { store.close() }
+            do {
+                try store.importEvents(from: export)
+                Issue.record("\(name): the import went through")
+            } catch let problem as ExportFile.Problem {
+                #expect(problem.line == line && problem.reason.contains(reason), "\(name): \(problem)")
+            }
+            #expect(try store.log.eventCount() == 0, "\(name): a refused import wrote events")
+            #expect(try store.storedAccounts().isEmpty, "\(name): a refused import saved accounts")
+        }
+    }
+
     @Test func truncatedFile_isAProblemNamingTheLine() throws {
         let work = TemporaryDirectory("export-truncated")
         try FileManager.default.createDirectory(atPath: work.path, withIntermediateDirectories: true)
