@@ -157,7 +157,7 @@ public final class EventLogStore: Sendable {
 
     /// Number of events stored.
     public func eventCount() throws -> Int {
-        try environment.read { try $0.count(events) }
+        try read { try $0.eventCount() }
     }
 
     /// Runs `body` with a read-only view (one consistent snapshot).

@@ -22,6 +22,11 @@ public struct LogReader {
         }
     }
 
+    /// How many events the log holds in this snapshot (LMDB keeps the count: no walk).
+    public func eventCount() throws -> Int {
+        try transaction.count(store.events)
+    }
+
     /// The sequence an `events` key names.
     static func sequence(ofKey key: UnsafeRawBufferPointer) throws -> UInt64 {
         guard key.count == 8 else { throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(key.count) bytes") }

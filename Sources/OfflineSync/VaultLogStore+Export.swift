@@ -20,8 +20,7 @@ extension VaultLogStore {
                             progress: ((_ written: Int, _ total: Int) throws -> Void)? = nil) throws -> Int {
         let accounts = try storedAccounts()
         return try log.read { reader -> Int in
-            var total = 0
-            try reader.forEachHeader { _ in total += 1; return true }
+            let total = try reader.eventCount()
             let metadata = ExportFormat.Metadata(
                 format: ExportFormat.name, version: ExportFormat.version,
                 storeFormatVersion: EventLogStore.storeFormatVersion, envelopeFormatVersion: Envelope.currentFormatVersion,

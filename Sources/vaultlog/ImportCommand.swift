@@ -88,10 +88,9 @@ struct Import: ParsableCommand {
         throw CLIError.storage("\(scan.path): \(result.failed.count) envelope(s) fail authentication (tampered): \(list); nothing was imported")
     }
 
-    /// Pass 3: every envelope of a checked file written into a new store, in one transaction,
-    /// and its stored accounts. Returns the opened store.
-    /// What the import created (the directory, or the store files in an empty one) is removed
-    /// again when it fails.
+    /// Pass 3: every envelope written into a new store in one transaction, each line checked
+    /// as it is written, and the stored accounts. Returns the opened store. What the import
+    /// created (the directory, or the store files in an empty one) is removed when it fails.
     static func load(_ scan: ExportFile, into directory: String, _ interruption: Interruption? = nil) throws -> VaultLogStore {
         let created = !FileManager.default.fileExists(atPath: directory)
         let existing = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
@@ -102,11 +101,10 @@ struct Import: ParsableCommand {
         options.eventLog.environment.mapSize = max(options.eventLog.environment.mapSize, scan.suggestedMapSize)
         let store = try VaultLogStore(path: directory, options: options)
         let progress = ProgressLine("importing")
+        defer { progress.finish() }
         do {
             try store.importEvents(from: scan) { try interruption?.check(); progress.update($0, of: $1) }
-            progress.finish()
         } catch {
-            progress.finish()
             store.close()
             if created {
                 try? FileManager.default.removeItem(atPath: directory)
