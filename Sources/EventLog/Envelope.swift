@@ -84,6 +84,8 @@ public struct SealingKey: Sendable, CustomStringConvertible {
     let checkpoints: SubKey
     /// Key for the head records (each user's last sequence and chain value; MAC only).
     let heads: SubKey
+    /// Key for compaction snapshots and their per-item records.
+    let snapshots: SubKey
 
     /// HKDF info for event-body keys (part of the format; never change it).
     public static let eventInfo = "vaultlog.envelope.v1"
@@ -91,12 +93,15 @@ public struct SealingKey: Sendable, CustomStringConvertible {
     public static let checkpointInfo = "vaultlog.checkpoint.v1"
     /// HKDF info for head-record keys (part of the format; never change it).
     public static let headInfo = "vaultlog.head.v1"
+    /// HKDF info for compaction-snapshot keys (part of the format; never change it).
+    public static let snapshotInfo = "vaultlog.snapshot.v1"
 
     /// Derives the sealing keys from a user key.
     public init(userKey: SymmetricCryptoKey) {
         events = SubKey(userKey.derive(info: Self.eventInfo))
         checkpoints = SubKey(userKey.derive(info: Self.checkpointInfo))
         heads = SubKey(userKey.derive(info: Self.headInfo))
+        snapshots = SubKey(userKey.derive(info: Self.snapshotInfo))
     }
 
     /// Always `"SealingKey(<redacted>)"`, so the keys never reach a log.

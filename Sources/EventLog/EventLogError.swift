@@ -15,6 +15,8 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
     case checkpoint(String)
     /// A head record (a user's last sequence and chain value) failed authentication or is malformed.
     case headRecord(String)
+    /// A compaction snapshot failed authentication, is malformed, or a compaction was refused.
+    case snapshot(String)
     /// The underlying LMDB error, with the store path.
     case storage(path: String, LMDBError)
     /// No sequence is left after `last` (the log holds an event at sequence 2^64 − 1, which
@@ -31,7 +33,7 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
             return "store metadata is corrupt (\(what)); run 'vaultlog verify' for a full report"
         case .checkpoint(let what):
             return "checkpoint: \(what)"
-        case .headRecord(let what):
+        case .headRecord(let what), .snapshot(let what):
             return what
         case .sequenceSpaceExhausted(let last):
             return "the log's last sequence is \(last), the largest there is: no event can be appended after it (nothing was written); export the events you need and start a new store"

@@ -21,13 +21,16 @@ import VaultCrypto
 /// `meta` (format version). The domain adds its own databases with ``openDatabase(_:)`` and
 /// writes them together with events in one transaction through ``write(_:)``.
 ///
-/// The log is append-only with one documented exception: ``deleteUser(_:)`` (logout) removes
-/// everything of one user.
+/// The log is append-only with two documented exceptions: ``deleteUser(_:)`` (logout) removes
+/// everything of one user, and ``LogTransaction/compact(userId:through:payload:items:key:)``
+/// replaces a user's oldest events with a sealed snapshot.
 public final class EventLogStore: Sendable {
     /// The store format this build writes and reads. 2: envelopes of format 2 (each user's
     /// events chained by their MACs) and the `heads` database. A format 1 store is upcast when
     /// opened writable: its events stay as they are (still read), new events are format 2.
-    public static let storeFormatVersion = 2
+    /// 3: the `snapshots` database (compaction snapshots, see ``LogTransaction/compact(userId:through:payload:items:key:)``);
+    /// an older build must not open a compacted store and fold it as if it started at sequence 1.
+    public static let storeFormatVersion = 3
 
     /// The LMDB environment.
     public let environment: Environment
@@ -40,6 +43,9 @@ public final class EventLogStore: Sendable {
     /// Per user, the sealed head record (last sequence and chain value); nil only in a store
     /// opened read-only that was written before format 2.
     let heads: Database?
+    /// Per user, the compaction snapshot and its per-item records; nil only in a store opened
+    /// read-only that was written before format 3.
+    let snapshots: Database?
     let random: any RandomSource
     let logger: Logger
 
@@ -75,18 +81,20 @@ public final class EventLogStore: Sendable {
                 // Creates the store's marker, or upcasts a format 1 store: the marker and the
                 // `heads` database change together; no event is rewritten.
                 let metaDatabase = meta
-                heads = try environment.write { txn in
+                (heads, snapshots) = try environment.write { txn in
                     let heads = try txn.openDatabase("heads", create: true)
+                    let snapshots = try txn.openDatabase("snapshots", create: true)
                     if stored != Self.storeFormatVersion {
                         try txn.put(metaDatabase, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)])
                     }
-                    return heads
+                    return (heads, snapshots)
                 }
                 if let stored, stored < Self.storeFormatVersion {
                     options.logger.info("store upcast", metadata: ["path": "\(path)", "from": "\(stored)", "to": "\(Self.storeFormatVersion)"])
                 }
             } else {
                 heads = (try? environment.openExistingDatabases(["heads"]))?.first
+                snapshots = (try? environment.openExistingDatabases(["snapshots"]))?.first
             }
         } catch let error as LMDBError {
             throw EventLogError.storage(path: path, error)
@@ -111,7 +119,7 @@ public final class EventLogStore: Sendable {
 
     /// Opens (creating) a domain database in this environment, e.g. the local `ciphers` cache.
     public func openDatabase(_ name: String) throws -> Database {
-        precondition(!["events", "index", "checkpoints", "meta", "heads"].contains(name), "\(name) is reserved by EventLog")
+        precondition(!["events", "index", "checkpoints", "meta", "heads", "snapshots"].contains(name), "\(name) is reserved by EventLog")
         return try environment.openDatabase(name, create: !environment.options.readOnly)
     }
 

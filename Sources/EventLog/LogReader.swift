@@ -11,16 +11,27 @@ public struct LogReader {
     public let transaction: Transaction
     let store: EventLogStore
 
-    /// The last sequence (0 when empty).
+    /// The last sequence ever assigned (0 when empty): the last event's, or the high-water mark
+    /// a compaction left when it removed the last events, so no sequence is ever reused.
     public func lastSequence() throws -> UInt64 {
-        try transaction.withCursor(store.events) { cursor in
+        let last = try transaction.withCursor(store.events) { cursor -> UInt64 in
             guard let last = try cursor.last() else { return 0 }
             guard last.key.count == 8 else {
                 throw EnvelopeError.malformed(sequence: nil, reason: "event key of \(last.key.count) bytes")
             }
             return readBE(last.key, at: 0, as: UInt64.self)
         }
+        return Swift.max(last, try highWaterMark())
     }
+
+    /// The `meta["lastSequence"]` mark (0 when absent): set when a compaction removes the log's
+    /// last event, or an import of a compacted store ends before the exported last sequence.
+    func highWaterMark() throws -> UInt64 {
+        guard let bytes = try transaction.get(store.meta, key: LogReader.highWaterKey), bytes.count == 8 else { return 0 }
+        return bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    static let highWaterKey = Array("lastSequence".utf8)
 
     /// How many events the log holds in this snapshot (LMDB keeps the count: no walk).
     public func eventCount() throws -> Int {

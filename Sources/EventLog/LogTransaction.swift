@@ -200,6 +200,10 @@ public struct LogTransaction {
         }
         try deleteAll(in: store.checkpoints, withPrefix: IndexKey.checkpointPrefix(userId))
         if let heads = store.heads { try transaction.delete(heads, key: IndexKey.checkpointPrefix(userId)) }
+        if let snapshots = store.snapshots {
+            try transaction.delete(snapshots, key: SnapshotRecord.key(userId: userId))
+            try deleteAll(in: snapshots, withPrefix: SnapshotRecord.itemPrefix(userId: userId))
+        }
         return sequences.count
     }
 
@@ -215,7 +219,10 @@ public struct LogTransaction {
     }
 
     /// See ``EventLogStore/saveCheckpoint(userId:sequence:payload:key:)``.
+    /// A checkpoint at or before the user's compaction horizon is not stored: the events after
+    /// it up to the horizon are gone, so nothing could fold on from it.
     public func saveCheckpoint(userId: String, sequence: UInt64, payload: [UInt8], key: SealingKey) throws {
+        guard try sequence > reader.horizon(userId: userId) else { return }
         let dbKey = IndexKey.checkpoint(userId, sequence)
         var sealed = Checkpoint.header(userId: userId, sequence: sequence)
         try Envelope.sealBody(payload, appendingTo: &sealed, key: key.checkpoints, iv: store.random.bytes(16)[...])

@@ -44,6 +44,13 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case malformedHead
         /// A head record that fails authentication.
         case headAuthenticationFailed
+        /// A compaction snapshot or one of its per-item records that does not parse.
+        case malformedSnapshot
+        /// A compaction snapshot or per-item record that fails authentication (tampered, or wrong key).
+        case snapshotAuthenticationFailed
+        /// A snapshot that disagrees with the log: an event at or before the user's horizon, a
+        /// per-item record from another compaction, or a missing or extra per-item record.
+        case snapshotMismatch
     }
 
     /// The event sequence concerned, when there is one.
@@ -79,6 +86,8 @@ public struct VerifyReport: Sendable {
     public var checkpointsChecked = 0
     /// Head records checked (one per user with format 2 events).
     public var headsChecked = 0
+    /// Compaction snapshot and per-item records checked.
+    public var snapshotRecordsChecked = 0
     /// Users seen whose events could only be checked structurally (no key given).
     public var usersWithoutKey: Set<String> = []
     /// Everything wrong, in store order.
@@ -106,6 +115,9 @@ extension EventLogStore {
         var tips: [String: ChainTip] = [:]
         // The last event reported damaged: a chain break right after damage is not reported again.
         var lastDamaged: UInt64 = 0
+        // A compacted user's chain starts at the snapshot's chain value, at its horizon.
+        var horizons: [String: UInt64] = [:]
+        report.problems += try verifySnapshots(keys: keys, tips: &tips, horizons: &horizons, report: &report)
 
         // Events, in batches of `batchSize` per read transaction.
         var done = false
@@ -157,6 +169,10 @@ extension EventLogStore {
                         } else {
                             lastDamaged = sequence
                         }
+                    }
+                    if let horizon = horizons[header.userId], sequence <= horizon {
+                        report.problems.append(VerifyProblem(sequence: sequence, kind: .snapshotMismatch,
+                            message: "an event of user \(header.userId) at or before the user's compaction horizon \(horizon): the snapshot replaced those events, so this one was put back or copied in"))
                     }
                     if header.sequence != sequence {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .sequenceMismatch,
@@ -243,6 +259,62 @@ extension EventLogStore {
             }
         }
         return report
+    }
+
+    /// The compaction snapshots: framing always, MACs with the user's key, every per-item record
+    /// carrying its snapshot's horizon, and the count of per-item records. Seeds each compacted
+    /// user's chain tip with the snapshot's chain value, so the first retained event must name it.
+    func verifySnapshots(keys: [String: SealingKey], tips: inout [String: ChainTip], horizons: inout [String: UInt64],
+                         report: inout VerifyReport) throws -> [VerifyProblem] {
+        guard let snapshots else { return [] }
+        var problems: [VerifyProblem] = []
+        var items: [String: [(cipherId: String, horizon: UInt64)]] = [:]
+        var declared: [String: Int] = [:]
+        try read { reader in
+            try reader.transaction.scan(snapshots) { key, value in
+                report.snapshotRecordsChecked += 1
+                let bytes = Array(value)
+                if key.first == SnapshotRecord.snapshotTag {
+                    guard let (info, headerLength) = SnapshotRecord.parse(bytes), Array(key) == SnapshotRecord.key(userId: info.userId) else {
+                        problems.append(VerifyProblem(sequence: nil, kind: .malformedSnapshot, message: "a compaction snapshot (\(bytes.count) bytes) does not parse"))
+                        return true
+                    }
+                    if let key = keys[info.userId], !Envelope.macMatches(bytes, headerLength: headerLength, key: key.snapshots) {
+                        problems.append(VerifyProblem(sequence: info.horizon, kind: .snapshotAuthenticationFailed,
+                            message: "the compaction snapshot of user \(info.userId) failed authentication (tampered, or wrong key)"))
+                        return true
+                    }
+                    horizons[info.userId] = info.horizon
+                    declared[info.userId] = info.itemCount
+                    tips[info.userId] = ChainTip(sequence: info.horizon, mac: info.chain, formatVersion: Envelope.chainedFormatVersion)
+                } else {
+                    guard let item = SnapshotRecord.parseItem(bytes), Array(key) == SnapshotRecord.itemKey(userId: item.userId, cipherId: item.cipherId) else {
+                        problems.append(VerifyProblem(sequence: nil, kind: .malformedSnapshot, message: "a per-item snapshot record (\(bytes.count) bytes) does not parse"))
+                        return true
+                    }
+                    if let key = keys[item.userId], !Envelope.macMatches(bytes, headerLength: item.headerLength, key: key.snapshots) {
+                        problems.append(VerifyProblem(sequence: item.horizon, kind: .snapshotAuthenticationFailed,
+                            message: "the kept versions of item \(item.cipherId) (user \(item.userId)) failed authentication (tampered, or wrong key)"))
+                        return true
+                    }
+                    items[item.userId, default: []].append((item.cipherId, item.horizon))
+                }
+                return true
+            }
+        }
+        for user in Set(items.keys).union(declared.keys).sorted() {
+            let horizon = horizons[user]
+            let records = items[user] ?? []
+            for record in records where record.horizon != horizon {
+                problems.append(VerifyProblem(sequence: record.horizon, kind: .snapshotMismatch,
+                    message: "the kept versions of item \(record.cipherId) (user \(user)) are from a compaction at \(record.horizon), not the user's snapshot\(horizon.map { " at \($0)" } ?? ""): an old record was put back"))
+            }
+            if let count = declared[user], count != records.count {
+                problems.append(VerifyProblem(sequence: horizon, kind: .snapshotMismatch,
+                    message: "the compaction snapshot of user \(user) lists \(count) items with kept versions, the store holds \(records.count): records were removed or added"))
+            }
+        }
+        return problems
     }
 
     /// The last event of a user seen by the walk.

@@ -37,6 +37,8 @@ public struct ExportFile: Sendable {
     public let fileSize: Int
     /// Each user's sealed head record from the metadata (user id → bytes).
     public let heads: [String: [UInt8]]
+    /// The sealed compaction snapshot and per-item records from the metadata.
+    public let snapshots: [[UInt8]]
 
     /// Reads and checks the whole file. `progress` is called with (envelope lines read, lines
     /// the metadata announces) every 4,096 lines and at the end; an error it throws stops the
@@ -71,6 +73,12 @@ public struct ExportFile: Sendable {
             heads[user] = bytes
         }
         self.heads = heads
+        var snapshots: [[UInt8]] = []
+        for (n, text) in (self.metadata.snapshots ?? []).enumerated() {
+            guard let bytes = Base64.decode(text) else { throw Problem(path: path, line: 1, reason: "snapshot record \(n + 1) is not base64") }
+            snapshots.append(bytes)
+        }
+        self.snapshots = snapshots
 
         guard checkingEveryLine else {
             users = Set(self.metadata.accounts.map(\.userId)).sorted()
@@ -116,7 +124,10 @@ public struct ExportFile: Sendable {
             throw Problem(path: path, line: reader.lineNumber + 1,
                           reason: "the metadata announces \(metadata.eventCount) event(s) but the file has \(count): it is truncated or was edited")
         }
-        guard count == 0 || previous == metadata.lastSequence else {
+        // A compaction may have removed the last events: the metadata's last sequence is then
+        // the store's high-water mark, after the last line.
+        let compacted = !(metadata.snapshots ?? []).isEmpty
+        guard count == 0 || previous == metadata.lastSequence || (compacted && previous < metadata.lastSequence) else {
             throw Problem(path: path, line: reader.lineNumber, reason: "the last sequence is \(previous), the metadata says \(metadata.lastSequence)")
         }
     }

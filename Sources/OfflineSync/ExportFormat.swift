@@ -40,10 +40,14 @@ public enum ExportFormat {
         /// Each user's sealed head record (user id → base64), so the imported store still
         /// detects a removed tail. Absent in exports written before envelope format 2.
         public var heads: [String: String]?
+        /// The compaction snapshots and their per-item records, sealed (base64), so an imported
+        /// compacted store folds and verifies from its horizons. Absent when nothing was compacted.
+        public var snapshots: [String]?
 
         /// A metadata line from its fields.
         public init(format: String, version: Int, storeFormatVersion: Int, envelopeFormatVersion: UInt8,
-                    eventCount: Int, lastSequence: UInt64, accounts: [StoredAccount], heads: [String: String]? = nil) {
+                    eventCount: Int, lastSequence: UInt64, accounts: [StoredAccount], heads: [String: String]? = nil,
+                    snapshots: [String]? = nil) {
             self.format = format
             self.version = version
             self.storeFormatVersion = storeFormatVersion
@@ -52,6 +56,7 @@ public enum ExportFormat {
             self.lastSequence = lastSequence
             self.accounts = accounts
             self.heads = heads
+            self.snapshots = snapshots
         }
     }
 

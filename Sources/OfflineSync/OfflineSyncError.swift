@@ -23,6 +23,9 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     case notAFileLocation(String)
     /// An import needs a store without events, and this one holds some.
     case storeNotEmpty(lastSequence: UInt64)
+    /// The state asked for is before the user's compaction horizon: the events that led to it
+    /// were replaced by a snapshot.
+    case compacted(userId: String, sequence: UInt64, horizon: UInt64)
 
     /// What went wrong, the user or item it concerns when there is one, and what to do next.
     public var description: String {
@@ -45,6 +48,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
             return "\(location) is not a local directory: open the store with a file URL or a path"
         case .storeNotEmpty(let lastSequence):
             return "the store already holds events (up to sequence \(lastSequence)); import only into a new or empty store (nothing was changed)"
+        case .compacted(let userId, let sequence, let horizon):
+            return "the log of user \(userId) is compacted before sequence \(horizon): the state at sequence \(sequence) is no longer kept (a retention policy replaced the events up to \(horizon) with a snapshot); ask for sequence \(horizon) or later"
         case .corruptCheckpoint(let reason):
             return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
         }

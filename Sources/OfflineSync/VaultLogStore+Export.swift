@@ -25,7 +25,8 @@ extension VaultLogStore {
                 format: ExportFormat.name, version: ExportFormat.version,
                 storeFormatVersion: EventLogStore.storeFormatVersion, envelopeFormatVersion: Envelope.currentFormatVersion,
                 eventCount: total, lastSequence: try reader.lastSequence(), accounts: accounts,
-                heads: try reader.sealedHeads().mapValues { Base64.encode($0) })
+                heads: try reader.sealedHeads().mapValues { Base64.encode($0) },
+                snapshots: try reader.sealedSnapshotRecords().map { Base64.encode($0) }.nilIfEmpty)
             var buffer = [UInt8]()
             buffer.reserveCapacity(1 << 20 + 1 << 16)
             buffer.append(contentsOf: try ExportFormat.encode(metadata).utf8)
@@ -77,8 +78,15 @@ extension VaultLogStore {
                 if written % 4096 == 0 { try progress?(written, total) }
             }
             for (user, head) in file.heads { try txn.putSealedHead(userId: user, bytes: head) }
+            for record in file.snapshots { try txn.putSealedSnapshotRecord(record) }
+            if !file.snapshots.isEmpty { try txn.raiseLastSequence(to: file.metadata.lastSequence) }
             try progress?(written, total)
         }
         for account in file.metadata.accounts { try saveAccount(account) }
     }
+}
+
+extension Array {
+    /// nil for an empty array (an optional field left out of JSON).
+    var nilIfEmpty: Self? { isEmpty ? nil : self }
 }

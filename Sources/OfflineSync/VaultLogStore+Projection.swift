@@ -106,16 +106,27 @@ extension VaultLogStore {
         return parallelMap(count: envelopes.count, threshold: 256) { i in Result { try decodeOne(i) } }
     }
 
+    /// The projection to fold on from for a state at `sequence`: the newest checkpoint at or
+    /// before it, or the compaction snapshot when no checkpoint after the horizon is that old.
+    /// A sequence before the horizon is an error (``OfflineSyncError/compacted(userId:sequence:horizon:)``):
+    /// the events that led there are gone.
     func loadCheckpoint(userId: String, keys: UnlockedKeys, atOrBefore sequence: UInt64 = .max) throws -> Projection {
-        guard let (_, payload) = try log.latestCheckpoint(userId: userId, atOrBefore: sequence, key: keys.sealing) else {
-            return Projection(userId: userId)
+        let horizon = try log.read { try $0.horizon(userId: userId) }
+        if horizon > 0, sequence < horizon {
+            throw OfflineSyncError.compacted(userId: userId, sequence: sequence, horizon: horizon)
         }
-        do {
-            return try JSONDecoder().decode(Projection.self, from: Data(payload))
-        } catch {
-            logger.warning("ignoring unreadable checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
-            return Projection(userId: userId)
+        if let (checkpointSequence, payload) = try log.latestCheckpoint(userId: userId, atOrBefore: sequence, key: keys.sealing),
+           checkpointSequence >= horizon {
+            do {
+                return try JSONDecoder().decode(Projection.self, from: Data(payload))
+            } catch {
+                logger.warning("ignoring unreadable checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
+            }
         }
+        if horizon > 0, let snapshot = try snapshotProjection(userId: userId, key: keys.sealing) {
+            return snapshot
+        }
+        return Projection(userId: userId)
     }
 
     /// Seals and stores `projection` as a checkpoint at its last sequence.

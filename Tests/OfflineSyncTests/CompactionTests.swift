@@ -1,0 +1,319 @@
+@testable import EventLog
+import Foundation
+import Testing
+import VaultCrypto
+import VaultModel
+import LMDB
+@testable import OfflineSync
+import VaultLogTesting
+
+/// Retention and snapshot compaction: what a compacted log still answers, what it refuses,
+/// and that pending items are never touched.
+@Suite struct CompactionTests {
+    /// Appends a random history for `h.userId`: edits of a few items, each run of edits either
+    /// resolved, failed (some dead-lettered) or left pending, an hour apart each.
+    static func appendRandomHistory(_ h: Harness, seed: UInt64, count: Int) throws -> Cipher {
+        var rng = SplitMix64(seed: seed)
+        let cipher = try Harness.login("item", password: "pw").encrypt(userKey: h.userKey, random: SeededRandomSource(seed: seed))
+        for _ in 0..<count {
+            h.clock.advance(by: 3600)
+            let id = "c\(rng.next() % 6)"
+            let at = BitwardenDate(h.clock.now)
+            let event: VaultLogStore.PlannedEvent
+            switch rng.next() % 12 {
+            case 0: event = .init(cipherId: id, type: .created, body: .operation(OperationBody(cipher: cipher, passwordChanged: false, baseRevisionDate: nil, at: at)))
+            case 1..<5: event = .init(cipherId: id, type: .updated, body: .operation(OperationBody(cipher: cipher, passwordChanged: rng.next() % 2 == 0, baseRevisionDate: at, at: at)))
+            case 5: event = .init(cipherId: id, type: .softDeleted, body: .operation(OperationBody(cipher: cipher, passwordChanged: false, baseRevisionDate: at, at: at)))
+            case 6: event = .init(cipherId: id, type: .hardDeleted, body: .operation(OperationBody(cipher: cipher, passwordChanged: false, baseRevisionDate: at, at: at)))
+            case 7: event = .init(cipherId: id, type: .resolutionFailed, body: .outcome(OutcomeBody(at: at, reason: "HTTP 500", attempt: Int(rng.next() % 6) + 1, deadLetter: rng.next() % 3 == 0)))
+            case 8: event = .init(cipherId: id, type: .idMapped, body: .outcome(OutcomeBody(at: at, serverId: "server-\(id)")))
+            case 9: event = .init(cipherId: "", type: .syncApplied, body: .outcome(OutcomeBody(at: at)))
+            default: event = .init(cipherId: id, type: .resolved, body: .outcome(OutcomeBody(at: at)))
+            }
+            try h.store.append(userId: h.userId, events: [event])
+        }
+        return cipher
+    }
+
+    /// Every state the log can answer, by sequence (the projection right after each event).
+    static func states(_ h: Harness) throws -> [UInt64: Projection] {
+        var out: [UInt64: Projection] = [:]
+        for event in try h.store.events(userId: h.userId) {
+            out[event.sequence] = try h.store.projection(userId: h.userId, at: event.sequence)
+        }
+        return out
+    }
+
+    /// Property: over random histories and random policies (compacted twice, so a snapshot is
+    /// also built on a snapshot), every state at or after the horizon is the same as before,
+    /// every state before it answers "compacted", pending items keep every event, the locked
+    /// count agrees, and `verify` with the key is clean.
+    @Test(arguments: 0..<40)
+    func compactedLog_answersLikeBefore_atEveryRetainedSequence(seed: Int) throws {
+        let h = try Harness(seed: UInt64(seed) + 1, checkpointInterval: 7, pendingCheckpointInterval: 5)
+        _ = try Self.appendRandomHistory(h, seed: UInt64(seed), count: 60 + seed % 40)
+        var rng = SplitMix64(seed: UInt64(seed) ^ 0x5EED)
+        var appliedKeepVersions = 0
+        for round in 0..<2 {
+            let before = try Self.states(h)
+            let pendingBefore = try h.store.projection(userId: h.userId).pending
+            let pendingEvents = Set(pendingBefore.values.flatMap(\.versionSequences))
+            let lastBefore = try h.store.log.lastSequence()
+            let keepDays = Int(rng.next() % 4)
+            let keepVersions = Int(rng.next() % 4)
+            let result = try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: keepDays, keepVersions: keepVersions))
+            let horizon = try h.store.horizon(userId: h.userId)
+            #expect(horizon == (result.plan.horizon ?? result.plan.currentHorizon), "seed \(seed) round \(round)")
+            let retained = Set(try h.store.events(userId: h.userId).map(\.sequence))
+            #expect(retained.count == before.count - result.counts.removedEvents)
+            #expect(pendingEvents.isSubset(of: retained), "seed \(seed): every event of a pending item is kept")
+            #expect(retained.allSatisfy { $0 > horizon })
+            if let newHorizon = result.plan.horizon {
+                appliedKeepVersions = keepVersions
+                #expect(before.keys.filter { $0 <= newHorizon }.count == result.counts.removedEvents)
+                #expect(before[newHorizon]?.pending.isEmpty == true, "the horizon is a point where nothing was pending")
+                let cutoffMillis = Int64(result.plan.cutoff.timeIntervalSince1970 * 1000)
+                #expect(try h.store.log.envelopes(userId: h.userId).allSatisfy { $0.header.sequence > newHorizon })
+                #expect(cutoffMillis >= 0)
+            }
+            for (sequence, state) in before {
+                if sequence >= horizon {
+                    #expect(try h.store.projection(userId: h.userId, at: sequence) == state, "seed \(seed) round \(round) sequence \(sequence)")
+                } else {
+                    #expect(throws: OfflineSyncError.compacted(userId: h.userId, sequence: sequence, horizon: horizon)) {
+                        try h.store.projection(userId: h.userId, at: sequence)
+                    }
+                }
+            }
+            #expect(try h.store.projection(userId: h.userId).pending == pendingBefore)
+            #expect(try h.store.log.read { try h.store.headerProjection($0, userId: h.userId, fromCheckpoint: false).projection.pending }
+                    == pendingBefore.mapValues(\.changeType), "the locked count from headers agrees")
+            #expect(try h.store.pendingFromHeaders(userId: h.userId).pending == pendingBefore.mapValues(\.changeType))
+            let report = try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)])
+            #expect(report.isClean, "seed \(seed) round \(round): \(report.problems)")
+            #expect(try h.store.log.lastSequence() == lastBefore, "sequences are never reused")
+            // Kept versions: at most `keepVersions` of the last compaction that ran, per item, all before the horizon.
+            for id in try h.store.itemsWithKeptVersions(userId: h.userId) {
+                let kept = try h.store.keptVersions(userId: h.userId, cipherId: id)
+                #expect(kept.count <= appliedKeepVersions && kept.allSatisfy { $0.sequence <= horizon && $0.type.isOperation })
+            }
+            // More history for the second round.
+            _ = try Self.appendRandomHistory(h, seed: UInt64(seed) &+ 1000, count: 30)
+        }
+        let next = try h.store.append(userId: h.userId, cipherId: "c9", type: .updated,
+                                      body: .operation(OperationBody(cipher: Cipher(type: .login), passwordChanged: false, baseRevisionDate: nil, at: BitwardenDate(h.clock.now))))
+        #expect(next == (try h.store.log.lastSequence()), "appends go on after compaction")
+        #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
+    }
+
+    /// A pending item pins the horizon: nothing of its change is removed, whatever the policy,
+    /// and the plan says why.
+    @Test func pendingItem_pinsTheHorizon_andThePlanSaysSo() async throws {
+        let h = try Harness()
+        var view = try await h.seedSynced("Bank")
+        h.server.fail(with: NotConnectedError(), times: 3)
+        view.login?.password = "offline-1"
+        _ = try await h.repository().updateCipher(view)
+        let pendingSince = try #require(try h.pending("server-Bank")?.versionSequences.first)
+        // Plenty of resolved history after it, all old.
+        _ = try Self.appendResolvedEdits(h, items: 3, editsEach: 5)
+        h.clock.advance(by: 90 * 86_400)
+        let plan = try h.store.compactionPlan(userId: h.userId, policy: .default)
+        #expect(plan.horizon == nil || plan.horizon! < pendingSince)
+        #expect(plan.limitedBy.contains("server-Bank") && plan.limitedBy.contains("\(pendingSince)"), "\(plan.limitedBy)")
+        let events = try h.store.events(userId: h.userId).map(\.sequence)
+        try await h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+        #expect(try h.store.events(userId: h.userId).map(\.sequence) == events.filter { $0 > (plan.horizon ?? 0) })
+        #expect(try h.pending("server-Bank")?.offlinePasswordChangeCount == 1)
+    }
+
+    /// Resolved edits: for each of `items` items, `editsEach` updates each followed by `resolved`.
+    static func appendResolvedEdits(_ h: Harness, items: Int, editsEach: Int, prefix: String = "r") throws -> Cipher {
+        let cipher = try Harness.login("item", password: "pw").encrypt(userKey: h.userKey, random: SeededRandomSource(seed: 3))
+        for edit in 0..<editsEach {
+            for item in 0..<items {
+                h.clock.advance(by: 60)
+                let at = BitwardenDate(h.clock.now)
+                try h.store.append(userId: h.userId, events: [
+                    .init(cipherId: "\(prefix)\(item)", type: .updated, body: .operation(OperationBody(cipher: cipher, passwordChanged: edit % 2 == 0, baseRevisionDate: at, at: at))),
+                    .init(cipherId: "\(prefix)\(item)", type: .resolved, body: .outcome(OutcomeBody(at: at))),
+                ])
+            }
+        }
+        return cipher
+    }
+
+    /// Resolved history younger than `keepDays` stays as events; older history keeps the last
+    /// `keepVersions` versions per item in the snapshot, readable with the key.
+    @Test func policy_keepsYoungEvents_andTheLastVersionsOfOlderOnes() throws {
+        let h = try Harness()
+        _ = try Self.appendResolvedEdits(h, items: 4, editsEach: 10, prefix: "old")
+        h.clock.advance(by: 40 * 86_400)
+        let young = try Self.appendResolvedEdits(h, items: 2, editsEach: 3, prefix: "new")
+        _ = young
+        let oldEvents = 4 * 10 * 2
+        let result = try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 30, keepVersions: 3))
+        #expect(result.counts.removedEvents == oldEvents)
+        #expect(result.plan.retainedEvents == 2 * 3 * 2)
+        #expect(result.plan.limitedBy.contains("younger than 30 days"), "\(result.plan.limitedBy)")
+        #expect(try h.store.events(userId: h.userId).count == 12)
+        #expect(try h.store.itemsWithKeptVersions(userId: h.userId) == ["old0", "old1", "old2", "old3"])
+        let kept = try h.store.keptVersions(userId: h.userId, cipherId: "old2")
+        // Item n's edit e is event 8e + 2n + 1 (each edit of four items is an update and a resolved).
+        let allOld2: [UInt64] = (0..<10).map { (edit: Int) -> UInt64 in UInt64(8 * edit + 5) }
+        #expect(kept.map(\.sequence) == Array(allOld2.suffix(3)), "the last 3 versions of old2")
+        #expect(kept.allSatisfy { $0.operation?.cipher.name != nil })
+        // Locked, the horizon and the kept item ids are still known; the versions need the key.
+        h.store.lock(userId: h.userId)
+        #expect(try h.store.horizon(userId: h.userId) == UInt64(oldEvents))
+        #expect(throws: OfflineSyncError.vaultLocked(userId: h.userId)) { try h.store.keptVersions(userId: h.userId, cipherId: "old2") }
+        #expect(try h.store.pendingCount(userId: h.userId) == 0)
+    }
+
+    /// An item permanently deleted (and resolved) before the horizon keeps no versions.
+    @Test func permanentlyDeletedItem_keepsNoVersions() throws {
+        let h = try Harness()
+        let cipher = try Self.appendResolvedEdits(h, items: 2, editsEach: 2)
+        let at = BitwardenDate(h.clock.now)
+        try h.store.append(userId: h.userId, events: [
+            .init(cipherId: "r1", type: .hardDeleted, body: .operation(OperationBody(cipher: cipher, passwordChanged: false, baseRevisionDate: at, at: at))),
+            .init(cipherId: "r1", type: .resolved, body: .outcome(OutcomeBody(at: at))),
+        ])
+        h.clock.advance(by: 86_400)
+        try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 5))
+        #expect(try h.store.itemsWithKeptVersions(userId: h.userId) == ["r0"])
+        #expect(try h.store.events(userId: h.userId).isEmpty)
+        #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean, "a fully compacted user: the head names the horizon")
+    }
+
+    /// `verify` with the key detects a tampered snapshot or item record, a removed snapshot
+    /// (the first retained event then names a missing predecessor), an item record put back
+    /// from an earlier compaction, and an event put back before the horizon.
+    @Test func verify_detectsTamperedRemovedOrReplayedSnapshotRecords() throws {
+        let key = { (h: Harness) in [h.userId: SealingKey(userKey: h.userKey)] }
+        func kinds(_ h: Harness) throws -> Set<VerifyProblem.Kind> { Set(try h.store.verify(keys: key(h)).problems.map(\.kind)) }
+        func snapshotsDB(_ h: Harness) throws -> LMDBRecords { LMDBRecords(store: h.store) }
+
+        // A flipped byte in the snapshot's ciphertext.
+        do {
+            let h = try Harness()
+            _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 4)
+            h.clock.advance(by: 86_400)
+            try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+            _ = try Self.appendResolvedEdits(h, items: 1, editsEach: 2, prefix: "after")
+            #expect(try h.store.verify(keys: key(h)).isClean)
+            let records = try snapshotsDB(h)
+            let snapshotKey = SnapshotRecordKeys.snapshot(h.userId)
+            var bytes = try #require(try records.get(snapshotKey))
+            bytes[bytes.count - 1] ^= 0x01
+            try records.put(snapshotKey, bytes)
+            #expect(try kinds(h).contains(.snapshotAuthenticationFailed))
+            #expect(throws: EventLogError.self) { try h.store.projection(userId: h.userId, at: .max) }
+            // Without the key the structure still checks out (the MAC needs the key).
+            #expect(!(try h.store.verify().problems.map(\.kind)).contains(.snapshotAuthenticationFailed))
+        }
+        // The snapshot removed: the first retained event names a predecessor that is gone.
+        do {
+            let h = try Harness()
+            _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 4)
+            h.clock.advance(by: 86_400)
+            try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+            _ = try Self.appendResolvedEdits(h, items: 1, editsEach: 2, prefix: "after")
+            let records = try snapshotsDB(h)
+            try records.delete(SnapshotRecordKeys.snapshot(h.userId))
+            let found = try kinds(h)
+            #expect(found.contains(.chainBroken), "\(found)")
+            #expect(try h.store.verify().problems.map(\.kind).contains(.chainBroken), "also without the key")
+        }
+        // An item record from the first compaction put back after the second.
+        do {
+            let h = try Harness()
+            _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 4)
+            h.clock.advance(by: 86_400)
+            try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+            let records = try snapshotsDB(h)
+            let itemKey = SnapshotRecordKeys.item(h.userId, "r0")
+            let old = try #require(try records.get(itemKey))
+            _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 2)
+            h.clock.advance(by: 86_400)
+            try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+            #expect(try h.store.verify(keys: key(h)).isClean)
+            try records.put(itemKey, old)
+            #expect(try kinds(h).contains(.snapshotMismatch))
+            #expect(throws: EventLogError.self) { try h.store.keptVersions(userId: h.userId, cipherId: "r0") }
+            // And a record removed.
+            try records.delete(itemKey)
+            #expect(try kinds(h).contains(.snapshotMismatch))
+        }
+    }
+
+    /// A store compacted twice, exported and imported, reads and verifies the same.
+    @Test func compactedStore_exportsAndImports_andStillVerifies() throws {
+        let h = try Harness()
+        _ = try Self.appendResolvedEdits(h, items: 3, editsEach: 4)
+        h.clock.advance(by: 86_400)
+        try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+        _ = try Self.appendResolvedEdits(h, items: 3, editsEach: 2, prefix: "s")
+        let file = h.dir.path + "/export.jsonl"
+        var data = Data()
+        _ = try h.store.writeExport({ data.append(contentsOf: $0) })
+        try data.write(to: URL(fileURLWithPath: file))
+        let target = TemporaryDirectory("compaction-import")
+        var options = VaultLogStoreOptions()
+        options.dependencies = .deterministic(seed: 9, clock: h.clock)
+        let imported = try VaultLogStore(path: target.path, options: options)
+        defer { imported.close() }
+        _ = try imported.importEvents(from: ExportFile(path: file, checkingEveryLine: false))
+        imported.unlock(userId: h.userId, userKey: h.userKey)
+        #expect(try imported.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
+        #expect(try imported.horizon(userId: h.userId) == (try h.store.horizon(userId: h.userId)))
+        #expect(try imported.projection(userId: h.userId) == (try h.store.projection(userId: h.userId)))
+        #expect(try imported.keptVersions(userId: h.userId, cipherId: "r1") == (try h.store.keptVersions(userId: h.userId, cipherId: "r1")))
+    }
+
+    /// After the compacting copy, no byte of a removed event's sealed body is left in
+    /// `data.mdb`; after the logical compaction alone they still are (free pages), which is why
+    /// the copy exists.
+    @Test func compactAndClose_leavesNoCiphertextOfRemovedEventsInTheFile() throws {
+        for rewrite in [false, true] {
+            let h = try Harness()
+            _ = try Self.appendResolvedEdits(h, items: 5, editsEach: 20)
+            let removed = try h.store.log.envelopes(userId: h.userId).prefix(150).map { Array($0.bytes.suffix(32)) }
+            h.clock.advance(by: 86_400)
+            let fileHolds = { (needle: [UInt8]) throws -> Bool in
+                try Data(contentsOf: URL(fileURLWithPath: h.dir.path + "/data.mdb")).range(of: Data(needle)) != nil
+            }
+            #expect(try removed.allSatisfy(fileHolds))
+            if rewrite {
+                let (results, file) = try h.store.compactAndClose(userIds: [h.userId], policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+                #expect(results.first?.counts.removedEvents == 200)
+                #expect(file.bytesAfter < file.bytesBefore)
+                #expect(try removed.allSatisfy { try !fileHolds($0) }, "no removed ciphertext is left")
+                let reopened = try VaultLogStore(path: h.dir.path)
+                defer { reopened.close() }
+                reopened.unlock(userId: h.userId, userKey: h.userKey)
+                #expect(try reopened.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
+                #expect(try reopened.keptVersions(userId: h.userId, cipherId: "r3").count == 1)
+            } else {
+                try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+                #expect(try removed.contains(where: fileHolds), "the logical compaction alone leaves them in free pages")
+            }
+        }
+    }
+}
+
+/// Raw access to the `snapshots` database, for tampering tests.
+struct LMDBRecords {
+    let store: VaultLogStore
+    var db: Database { store.log.snapshots! }
+    func get(_ key: [UInt8]) throws -> [UInt8]? { try store.log.read { try $0.transaction.get(db, key: key) } }
+    func put(_ key: [UInt8], _ value: [UInt8]) throws { try store.log.write { try $0.transaction.put(db, key: key, value: value) } }
+    func delete(_ key: [UInt8]) throws { _ = try store.log.write { try $0.transaction.delete(db, key: key) } }
+}
+
+/// The keys of the `snapshots` database (see `Docs/EventFormat.md`).
+enum SnapshotRecordKeys {
+    static func prefix(_ user: String) -> [UInt8] { let u = Array(user.utf8); return [UInt8(u.count)] + u }
+    static func snapshot(_ user: String) -> [UInt8] { [0x01] + prefix(user) }
+    static func item(_ user: String, _ cipher: String) -> [UInt8] { let c = Array(cipher.utf8); return [0x02] + prefix(user) + [UInt8(c.count)] + c }
+}
