@@ -174,6 +174,18 @@ extension LogReader {
         return out
     }
 
+    /// The users with a compaction snapshot (some may have no event left), in key order.
+    public func compactedUserIds() throws -> [String] {
+        guard let db = store.snapshots else { return [] }
+        var out: [String] = []
+        try transaction.scan(db, from: [SnapshotRecord.snapshotTag]) { key, value in
+            guard key.first == SnapshotRecord.snapshotTag else { return false }
+            if let (info, _) = SnapshotRecord.parse(Array(value)) { out.append(info.userId) }
+            return true
+        }
+        return out
+    }
+
     /// Every snapshot and item record as stored (sealed; for `vaultlog export`), in key order.
     public func sealedSnapshotRecords() throws -> [[UInt8]] {
         guard let db = store.snapshots else { return [] }

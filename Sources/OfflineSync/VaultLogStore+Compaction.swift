@@ -63,6 +63,8 @@ public struct CompactionResult: Sendable, Equatable {
     public var counts: CompactionCounts
     /// How long the one write transaction took (the longest a save waited for it), in seconds.
     public var writeSeconds: Double
+    /// How long the fold and sealing before the write took (no transaction held), in seconds.
+    public var prepareSeconds: Double = 0
 }
 
 /// One version kept in a snapshot: the operation event as it was, its body opened.
@@ -115,12 +117,17 @@ extension VaultLogStore {
     /// ``compactAndClose(userIds:policy:now:)`` also rewrites the file.
     @discardableResult
     public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) throws -> CompactionResult {
+        let begun = ContinuousClock.now
         let prepared = try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now())
-        guard prepared.plan.horizon != nil else { return CompactionResult(plan: prepared.plan, counts: CompactionCounts(), writeSeconds: 0) }
+        let prepareSeconds = (ContinuousClock.now - begun).seconds
+        guard prepared.plan.horizon != nil else {
+            return CompactionResult(plan: prepared.plan, counts: CompactionCounts(), writeSeconds: 0, prepareSeconds: prepareSeconds)
+        }
         let keys = try keys(userId)
         let started = ContinuousClock.now
         let counts = try log.write { try self.writeCompaction(prepared, txn: $0, key: keys.sealing) }
-        let result = CompactionResult(plan: prepared.plan, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds)
+        let result = CompactionResult(plan: prepared.plan, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds,
+                                      prepareSeconds: prepareSeconds)
         logCompaction(result)
         return result
     }
@@ -129,12 +136,17 @@ extension VaultLogStore {
     /// callers (for example after a successful sync).
     @discardableResult
     public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) async throws -> CompactionResult {
+        let begun = ContinuousClock.now
         let prepared = try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now())
-        guard prepared.plan.horizon != nil else { return CompactionResult(plan: prepared.plan, counts: CompactionCounts(), writeSeconds: 0) }
+        let prepareSeconds = (ContinuousClock.now - begun).seconds
+        guard prepared.plan.horizon != nil else {
+            return CompactionResult(plan: prepared.plan, counts: CompactionCounts(), writeSeconds: 0, prepareSeconds: prepareSeconds)
+        }
         let key = try keys(userId).sealing
         let started = ContinuousClock.now
         let counts = try await log.writeAsync { try self.writeCompaction(prepared, txn: $0, key: key) }
-        let result = CompactionResult(plan: prepared.plan, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds)
+        let result = CompactionResult(plan: prepared.plan, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds,
+                                      prepareSeconds: prepareSeconds)
         logCompaction(result)
         return result
     }

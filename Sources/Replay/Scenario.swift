@@ -131,6 +131,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `retryDeadLetters` | | puts dead letters back into retries |
 /// | `fault` | `fault` | server fault injection (see ``ScenarioFault``) |
 /// | `crash` | `afterEffect` | the next `sync`/`resolve` crashes right after server effect n (1-based), then the device reopens its store |
+/// | `compact` | `keepDays`, `keepVersions` (defaults 30, 5) | the user's log is compacted under that retention policy, then the device reopens its store; the projection must be the same as before (skipped while the vault is locked) |
 ///
 /// `user` picks the acting user (default: the first); `expectError` (a substring) makes the
 /// step expect a thrown error, e.g. an organization item that is never saved offline;
@@ -156,10 +157,15 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
     /// A failure of this step is ignored (generated scenarios: another device may edit an item
     /// the server does not have yet).
     public var optional: Bool?
+    /// `compact`: resolved events younger than this many days stay (default 30).
+    public var keepDays: Int?
+    /// `compact`: versions kept per item in the snapshot (default 5).
+    public var keepVersions: Int?
 
     /// A step from its action and arguments; every argument defaults to nil (not given).
     public init(_ action: ScenarioAction, user: String? = nil, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil,
-                fault: ScenarioFault? = nil, afterEffect: Int? = nil, expectError: String? = nil, optional: Bool? = nil) {
+                fault: ScenarioFault? = nil, afterEffect: Int? = nil, expectError: String? = nil, optional: Bool? = nil,
+                keepDays: Int? = nil, keepVersions: Int? = nil) {
         self.do = action
         self.user = user
         self.ref = ref
@@ -169,6 +175,8 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
         self.afterEffect = afterEffect
         self.expectError = expectError
         self.optional = optional
+        self.keepDays = keepDays
+        self.keepVersions = keepVersions
     }
 }
 
@@ -181,6 +189,7 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
     case anotherDevice, anotherDeviceDelete, anotherDeviceCreate, createFolder
     case lock, unlock, sync, resolve, retryDeadLetters
     case fault, crash
+    case compact
 
     /// The action's name, as in the file.
     public var description: String { rawValue }

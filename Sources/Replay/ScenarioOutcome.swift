@@ -33,6 +33,8 @@ public struct ScenarioOutcome: Sendable {
     public var serverURL: URL?
     /// Every item step that succeeded, in order (what the user and other devices did).
     public var journal: [ScenarioJournalEntry] = []
+    /// Events removed by the run's `compact` steps, over all users.
+    public var compactedEvents = 0
 
     /// Whether every expectation held (no mismatches).
     public var passed: Bool { mismatches.isEmpty }

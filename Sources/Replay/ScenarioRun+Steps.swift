@@ -205,6 +205,31 @@ extension Run {
         case .crash:
             guard let n = step.afterEffect, n >= 1 else { throw ReplayError.badStep(index: index, reason: "'crash' needs 'afterEffect' ≥ 1") }
             pendingCrash = n
+        case .compact:
+            try compact(step, index: index)
+        }
+    }
+
+    /// A compaction under the step's policy, then a reopen (so the next fold starts from the
+    /// snapshot, not from memory): the projection, the pending set from headers and every kept
+    /// state must be what they were. Compaction needs the key: a locked vault skips it.
+    func compact(_ step: ScenarioStep, index: Int) throws {
+        let user = try self.user(step.user, step: index)
+        guard store.isUnlocked(userId: user.userId) else { return }
+        let policy = RetentionPolicy(keepDays: step.keepDays ?? RetentionPolicy.default.keepDays,
+                                     keepVersions: step.keepVersions ?? RetentionPolicy.default.keepVersions)
+        let before = try store.projection(userId: user.userId)
+        let headersBefore = try store.pendingFromHeaders(userId: user.userId).pending
+        let result = try store.compact(userId: user.userId, policy: policy)
+        compactedEvents += result.counts.removedEvents
+        try reopen()
+        let after = try store.projection(userId: user.userId)
+        guard after == before else {
+            throw ReplayError.badStep(index: index, reason: "compaction through \(result.plan.horizon ?? 0) changed the projection of user \(user.ref): pending before \(before.pending.keys.sorted()), after \(after.pending.keys.sorted())")
+        }
+        let headersAfter = try store.pendingFromHeaders(userId: user.userId).pending
+        guard headersAfter == headersBefore else {
+            throw ReplayError.badStep(index: index, reason: "compaction through \(result.plan.horizon ?? 0) changed the pending set from headers of user \(user.ref)")
         }
     }
 

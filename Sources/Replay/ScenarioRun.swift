@@ -62,6 +62,8 @@ final class Run: @unchecked Sendable {
     var pendingCrash: Int?
     /// Crashes so far (each reopen seeds its ids anew).
     var reopens: UInt64 = 0
+    /// Events removed by `compact` steps so far.
+    var compactedEvents = 0
     /// Folder ref → the server's folder id.
     var folders: [String: String] = [:]
 

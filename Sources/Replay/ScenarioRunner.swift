@@ -65,6 +65,7 @@ public struct ScenarioRunner: Sendable {
             outcome.userIds = Dictionary(uniqueKeysWithValues: run.users.map { ($0.ref, $0.userId) })
             outcome.serverURL = run.serverURL
             outcome.journal = run.journal
+            outcome.compactedEvents = run.compactedEvents
             if keepServerRunning { outcome.runningServer = run.emulator }
             await run.finish(stopServer: !keepServerRunning)
             return outcome

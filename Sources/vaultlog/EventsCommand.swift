@@ -63,6 +63,13 @@ struct Events: ParsableCommand {
             let user = key.user
             var shown = 0
             var unreadable: [UInt64] = []
+            // A compacted user's events before the horizon are gone: say so, so a log that starts
+            // late is not mistaken for a damaged one.
+            for userId in try StoreAccess.userIds(store) where user == nil || user == userId {
+                if let snapshot = try store.snapshotInfo(userId: userId), (from ?? 1) <= snapshot.horizon {
+                    Console.note("user \(userId)'s log is compacted before sequence \(snapshot.horizon) (\(snapshot.removedEvents) events removed by a retention policy; 'vaultlog history' shows the versions kept)")
+                }
+            }
             try store.log.forEachEnvelope(from: from ?? 1, to: to ?? .max) { envelope in
                 let header = envelope.header
                 if let user, header.userId != user { return true }

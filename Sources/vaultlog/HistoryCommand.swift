@@ -14,6 +14,9 @@ struct History: ParsableCommand {
         errors, retry times); an item created offline is followed under its temporary id and its \
         server id alike. Without a key only the kind of each event is known.
 
+        In a compacted store the events before the user's horizon are gone; with a key, the \
+        versions of the item kept in the snapshot are shown first, marked [kept in the snapshot].
+
         The item may be named by its full id, the start of its id, or (with a key) its \
         name; when several items match, they are listed and the command exits with 2.
 
@@ -52,9 +55,18 @@ struct History: ParsableCommand {
 
             var records: [EventRecord] = []
             var aliases: Set<String> = [cipher]
+            var horizons: [String: UInt64] = [:]
             for user in users {
                 let key = unlocked?.userId == user ? unlocked : nil
                 if let key { aliases.formUnion(try Self.linkedIds(of: cipher, user: user, store: store, key: key)) }
+                let horizon = try store.horizon(userId: user)
+                if horizon > 0 {
+                    horizons[user] = horizon
+                    if let key {
+                        records += try aliases.flatMap { try store.keptVersions(userId: user, cipherId: $0) }
+                            .map { EventRecord(kept: $0, key: key, reveal: reveal) }
+                    }
+                }
                 let envelopes = try store.log.read { reader in
                     try aliases.flatMap { try reader.sequences(userId: user, cipherId: $0) }.sorted()
                         .compactMap { try reader.envelope(at: $0) }
@@ -62,7 +74,12 @@ struct History: ParsableCommand {
                 records += envelopes.map { EventRecord(envelope: $0, key: key, reveal: reveal) }
             }
             records.sort { $0.sequence < $1.sequence }
+            let compactedNote = horizons.sorted { $0.key < $1.key }.map { user, horizon in
+                "user \(user)'s log is compacted before sequence \(horizon): older events are gone"
+                    + (unlocked?.userId == user ? "; the versions kept in the snapshot are shown" : " (the versions kept in the snapshot need the key)")
+            }
             guard !records.isEmpty else {
+                for note in compactedNote { Console.note(note) }
                 throw CLIError(.problemsFound, "no events for item \(cipher) in \(directory)"
                                + (unlocked == nil ? "" : " for user \(unlocked!.userId)")
                                + "; list the items with 'vaultlog items \(directory)'")
@@ -73,6 +90,7 @@ struct History: ParsableCommand {
                 let others = aliases.subtracting([cipher]).sorted()
                 Console.out("history of item \(cipher)" + (others.isEmpty ? "" : " (also known as \(others.joined(separator: ", ")))")
                             + ", user \(Set(records.map(\.userId)).sorted().joined(separator: ", ")): \(records.count) event(s)")
+                for note in compactedNote { Console.out(note) }
                 for record in records { Console.out(record.line) }
             }
             let unreadable = records.filter { $0.bodyError != nil }

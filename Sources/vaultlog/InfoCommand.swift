@@ -57,6 +57,12 @@ struct StoreInfo: Encodable {
         var lastSequence: UInt64?
         /// Sequences at which a sealed projection checkpoint is stored.
         var checkpoints: [UInt64]
+        /// The compaction horizon: states before it are gone (nil: never compacted).
+        var horizon: UInt64?
+        /// Events removed by compactions so far.
+        var compactedEvents: UInt64?
+        /// Items with versions kept in the snapshot.
+        var itemsWithKeptVersions: Int?
     }
 
     var path: String
@@ -83,16 +89,18 @@ struct StoreInfo: Encodable {
         mapSize = environment.mapSize
         mapUsedBytes = environment.usedBytes
         pageSize = environment.pageSize
-        storeFormatVersion = EventLogStore.storeFormatVersion
+        storeFormatVersion = try store.log.storedFormatVersion()
         eventCount = try store.log.eventCount()
         lastSequence = try store.log.lastSequence()
         let accounts = try store.storedAccounts()
         users = try StoreAccess.userIds(store).map { userId in
             try store.log.read { reader in
                 let sequences = try reader.sequences(userId: userId, cipherId: nil)
+                let snapshot = try reader.snapshotInfo(userId: userId)
                 return User(userId: userId, emails: accounts.filter { $0.userId == userId }.map(\.email),
                             eventCount: sequences.count, firstSequence: sequences.first, lastSequence: sequences.last,
-                            checkpoints: try reader.checkpointSequences(userId: userId))
+                            checkpoints: try reader.checkpointSequences(userId: userId),
+                            horizon: snapshot?.horizon, compactedEvents: snapshot?.removedEvents, itemsWithKeptVersions: snapshot?.itemCount)
             }
         }
     }
@@ -118,6 +126,8 @@ struct StoreInfo: Encodable {
                 ["  account", user.emails.isEmpty ? "none stored (unlock with --user-key-file)" : user.emails.joined(separator: ", ")],
                 ["  events", "\(user.eventCount)\(range)"],
                 ["  checkpoints", user.checkpoints.isEmpty ? "none" : user.checkpoints.map { "seq \($0)" }.joined(separator: ", ")],
+                ["  horizon", user.horizon.map { "compacted before seq \($0) (\(user.compactedEvents ?? 0) events removed, versions of \(user.itemsWithKeptVersions ?? 0) items kept in the snapshot)" }
+                    ?? "none (never compacted)"],
             ]) { Console.out(line) }
         }
     }

@@ -62,6 +62,7 @@ struct CLIError: Error, CustomStringConvertible {
         case let error as OfflineSyncError:
             switch error {
             case .vaultLocked, .unknownAccount: return .key("\(error)")
+            case .compacted: return .usage("\(error)")
             default: return .storage("\(dataFile): \(error)")
             }
         case let error as VaultCryptoError:

@@ -24,6 +24,8 @@ struct EventRecord: Encodable {
     var explanation: String
     var operation: OperationRecord?
     var outcome: OutcomeRecord?
+    /// A version kept in the compaction snapshot (its event was removed by a retention policy).
+    var keptInSnapshot: Bool?
 
     /// The body of an offline operation.
     struct OperationRecord: Encodable {
@@ -61,7 +63,25 @@ struct EventRecord: Encodable {
     }
 
     init(envelope: Envelope, key: UnlockedUser?, reveal: Bool) {
-        let header = envelope.header
+        var event: VaultEvent?
+        var bodyError: String?
+        if let key, key.userId == envelope.header.userId {
+            do {
+                event = try VaultEvent(envelope: envelope, key: key.sealingKey)
+            } catch {
+                bodyError = "\(error)"
+            }
+        }
+        self.init(header: envelope.header, event: event, bodyError: bodyError, key: key, reveal: reveal)
+    }
+
+    /// Describes a version kept in a compaction snapshot (already opened with `key`).
+    init(kept event: VaultEvent, key: UnlockedUser, reveal: Bool) {
+        self.init(header: event.header, event: event, bodyError: nil, key: key, reveal: reveal)
+        keptInSnapshot = true
+    }
+
+    private init(header: EventHeader, event: VaultEvent?, bodyError: String?, key: UnlockedUser?, reveal: Bool) {
         sequence = header.sequence
         recordedAtMillis = header.recordedAtMillis
         recordedAt = Format.iso(millis: header.recordedAtMillis)
@@ -71,16 +91,8 @@ struct EventRecord: Encodable {
         formatVersion = header.formatVersion
         let vaultType = VaultEventType(rawValue: header.eventType)
         type = vaultType?.description ?? "unknown(\(header.eventType))"
-        decrypted = false
-        var event: VaultEvent?
-        if let key, key.userId == header.userId {
-            do {
-                event = try VaultEvent(envelope: envelope, key: key.sealingKey)
-                decrypted = true
-            } catch {
-                bodyError = "\(error)"
-            }
-        }
+        decrypted = event != nil
+        self.bodyError = bodyError
         if let event, let key {
             switch event.body {
             case .operation(let op):
@@ -99,7 +111,9 @@ struct EventRecord: Encodable {
     }
 
     /// `seq 12, 2026-01-01 10:00:00Z: <explanation>`.
-    var line: String { "seq \(sequence), \(Format.time(millis: recordedAtMillis)): \(explanation)" }
+    var line: String {
+        "seq \(sequence), \(Format.time(millis: recordedAtMillis)): \(explanation)" + (keptInSnapshot == true ? " [kept in the snapshot]" : "")
+    }
 
     // MARK: Explanations
 

@@ -45,9 +45,9 @@ enum StoreAccess {
         }
     }
 
-    /// Every user of the store: those with events and those with a stored account, sorted.
+    /// Every user of the store: those with events, a compaction snapshot or a stored account, sorted.
     static func userIds(_ store: VaultLogStore) throws -> [String] {
-        let withEvents = try store.log.read { try $0.userIds() }
+        let withEvents = try store.log.read { try Set($0.userIds()).union($0.compactedUserIds()) }
         let withAccounts = try store.storedAccounts().map(\.userId)
         return Array(Set(withEvents).union(withAccounts)).sorted()
     }

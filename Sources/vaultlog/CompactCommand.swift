@@ -1,0 +1,172 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import OfflineSync
+
+/// `vaultlog compact DIR`: applies a retention policy and rewrites the file.
+struct Compact: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Apply a retention policy: replace old resolved history with a sealed snapshot, then rewrite the file.",
+        discussion: """
+        The user's events up to the newest point where nothing was pending and everything is \
+        older than --keep-days are replaced by a snapshot sealed with the user's key: the \
+        projection at that point (the horizon) and the last --keep-versions versions of every \
+        item. Events of a pending, dead-lettered or unreadable item are never removed. After \
+        that, the store is rewritten with LMDB's compacting copy and renamed into place, so \
+        the removed ciphertext does not stay in free pages; a kill at any point leaves the old \
+        store or the new one, both complete. No other process may have the store open.
+
+        The compacted store answers as before for every sequence from the horizon on; a state \
+        before it ('pending --at') is refused with "compacted before sequence H", and 'history' \
+        shows the kept versions. 'verify' with the key proves the snapshot and the retained log.
+
+        Needs the key (--email with a password, or --user-key-file). --dry-run prints what \
+        would be removed and changes nothing.
+
+        Examples:
+          vaultlog compact store --email me@example.com --password-file pw.txt
+          vaultlog compact store --user-key-file user.key --keep-days 7 --keep-versions 3 --dry-run
+        """
+    )
+
+    @Argument(help: ArgumentHelp("The store directory (holding data.mdb).", valueName: "dir"))
+    var directory: String
+
+    @Option(help: ArgumentHelp("Keep resolved events younger than this many days as events.", valueName: "days"))
+    var keepDays = RetentionPolicy.default.keepDays
+
+    @Option(help: ArgumentHelp("Versions of each item to keep in the snapshot.", valueName: "versions"))
+    var keepVersions = RetentionPolicy.default.keepVersions
+
+    @Flag(help: "Print what would be removed; change nothing.")
+    var dryRun = false
+
+    @Flag(help: "Print one JSON document instead of text.")
+    var json = false
+
+    @OptionGroup(title: "Key (required)")
+    var key: KeyOptions
+
+    func validate() throws {
+        if keepDays < 0 { throw ValidationError("--keep-days must be 0 or more") }
+        if keepVersions < 0 { throw ValidationError("--keep-versions must be 0 or more") }
+    }
+
+    /// What the command reports.
+    struct Report: Encodable {
+        var userId: String
+        var dryRun: Bool
+        var keepDays: Int
+        var keepVersions: Int
+        var cutoff: String
+        var previousHorizon: UInt64
+        var horizon: UInt64?
+        var removedEvents: Int
+        var retainedEvents: Int
+        var itemsWithKeptVersions: Int
+        var keptVersions: Int
+        var limitedBy: String
+        var fileBytesBefore: Int
+        var fileBytesAfter: Int?
+        /// The fold and sealing before the write.
+        var prepareMilliseconds: Double?
+        /// The one write transaction.
+        var writeMilliseconds: Double?
+        /// The compacting copy and rename of the file.
+        var copyMilliseconds: Double?
+    }
+
+    func run() throws {
+        try reportingErrors(storePath: directory) {
+            try StoreAccess.requireStore(at: directory)
+            let dataFile = (directory as NSString).appendingPathComponent("data.mdb")
+            let before = ((try? FileManager.default.attributesOfItem(atPath: dataFile)[.size]) as? Int) ?? 0
+            let policy = RetentionPolicy(keepDays: keepDays, keepVersions: keepVersions)
+            let store: VaultLogStore
+            if dryRun {
+                store = try StoreAccess.openForReading(directory)
+            } else {
+                var options = VaultLogStoreOptions()
+                options.eventLog.environment.createDirectory = false
+                options.eventLog.logger = Console.logger("vaultlog.eventlog")
+                options.logger = Console.logger("vaultlog.offlinesync")
+                store = try VaultLogStore(path: directory, options: options)
+            }
+            guard let unlocked = try key.unlock(store) else {
+                store.close()
+                throw CLIError.key("compaction seals a snapshot with the user's key: give --email with a password, or --user-key-file")
+            }
+            let report: Report
+            if dryRun {
+                defer { store.close() }
+                let plan = try store.compactionPlan(userId: unlocked.userId, policy: policy)
+                report = Report(plan, dryRun: true, before: before, after: nil)
+            } else {
+                let result: CompactionResult
+                do {
+                    result = try store.compact(userId: unlocked.userId, policy: policy)
+                } catch {
+                    store.close()
+                    throw error
+                }
+                store.close()
+                let started = Date()
+                let file = try EventLogStore.compactFile(at: directory)
+                report = Report(result, before: file.bytesBefore, after: file.bytesAfter,
+                                copyMilliseconds: Date().timeIntervalSince(started) * 1000)
+            }
+            if json {
+                try Console.jsonDocument(report)
+            } else {
+                report.printText()
+            }
+        }
+    }
+}
+
+extension Compact.Report {
+    init(_ plan: CompactionPlan, dryRun: Bool, before: Int, after: Int?) {
+        self.init(userId: plan.userId, dryRun: dryRun, keepDays: plan.policy.keepDays, keepVersions: plan.policy.keepVersions,
+                  cutoff: Format.iso(millis: Int64(plan.cutoff.timeIntervalSince1970 * 1000)),
+                  previousHorizon: plan.currentHorizon, horizon: plan.horizon,
+                  removedEvents: plan.removableEvents, retainedEvents: plan.retainedEvents,
+                  itemsWithKeptVersions: plan.itemsWithVersions, keptVersions: plan.keptVersions, limitedBy: plan.limitedBy,
+                  fileBytesBefore: before, fileBytesAfter: after)
+    }
+
+    init(_ result: CompactionResult, before: Int, after: Int, copyMilliseconds: Double) {
+        self.init(result.plan, dryRun: false, before: before, after: after)
+        prepareMilliseconds = result.prepareSeconds * 1000
+        writeMilliseconds = result.plan.horizon == nil ? nil : result.writeSeconds * 1000
+        self.copyMilliseconds = copyMilliseconds
+    }
+
+    func printText() {
+        let verb = dryRun ? "would remove" : "removed"
+        var rows: [[String]] = [
+            ["user", userId],
+            ["policy", "keep \(keepDays) days of events, \(keepVersions) versions per item (events before \(cutoff) are old enough)"],
+        ]
+        if let horizon {
+            let range = previousHorizon > 0 ? "sequences \(previousHorizon + 1)…\(horizon)" : "sequences up to \(horizon)"
+            rows.append(["events", "\(verb) \(removedEvents) (\(range)), \(retainedEvents) kept"])
+            rows.append(["horizon", "compacted before sequence \(horizon)" + (previousHorizon > 0 ? " (was \(previousHorizon))" : "")])
+        } else {
+            rows.append(["events", "nothing to remove; \(retainedEvents) kept"
+                         + (previousHorizon > 0 ? " (already compacted before sequence \(previousHorizon))" : "")])
+        }
+        rows.append(["snapshot", "\(keptVersions) versions of \(itemsWithKeptVersions) items kept"])
+        rows.append(["limited by", limitedBy])
+        if let fileBytesAfter {
+            rows.append(["file", "\(Format.bytes(fileBytesBefore)) → \(Format.bytes(fileBytesAfter)) (data.mdb rewritten without free pages)"])
+        } else {
+            rows.append(["file", "\(Format.bytes(fileBytesBefore)) now (the rewrite after a real run drops the free pages)"])
+        }
+        if let prepareMilliseconds, let copyMilliseconds {
+            rows.append(["time", "fold and seal \(Format.decimal(prepareMilliseconds)) ms, "
+                         + (writeMilliseconds.map { "write \(Format.decimal($0)) ms in one transaction, " } ?? "")
+                         + "file rewrite \(Format.decimal(copyMilliseconds)) ms"])
+        }
+        for line in Format.table(rows) { Console.out(line) }
+    }
+}
