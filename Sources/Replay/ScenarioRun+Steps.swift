@@ -225,7 +225,9 @@ extension Run {
         try reopen()
         let after = try store.projection(userId: user.userId)
         guard after == before else {
-            throw ReplayError.badStep(index: index, reason: "compaction through \(result.plan.horizon ?? 0) changed the projection of user \(user.ref): pending before \(before.pending.keys.sorted()), after \(after.pending.keys.sorted())")
+            let items = Set(before.pending.keys).union(after.pending.keys).filter { before.pending[$0] != after.pending[$0] }.sorted()
+            throw ReplayError.badStep(index: index, reason: "compaction through \(result.plan.horizon ?? 0) changed the projection of user \(user.ref): "
+                                      + (items.isEmpty ? "id map, sync state or quarantine differ" : "the pending change of \(items.joined(separator: ", ")) differs"))
         }
         let headersAfter = try store.pendingFromHeaders(userId: user.userId).pending
         guard headersAfter == headersBefore else {

@@ -40,6 +40,20 @@ import Darwin
         #expect(violations.isEmpty, "seed \(seed):\n\(violations.joined(separator: "\n"))")
     }
 
+    /// The generated scenarios compact the log at random points and after convergence, and
+    /// those compactions remove events (the invariants above then run on compacted stores).
+    @Test func simulation_compactsAtRandomPoints_andRemovesEvents() async throws {
+        var compacting = 0
+        for seed in UInt64(1)...6 {
+            let scenario = Simulation.scenario(seed: seed)
+            let steps = scenario.steps.filter { $0.do == .compact }
+            #expect(steps.count >= 1 + (scenario.users?.count ?? 1), "seed \(seed): random compactions plus one per user at the end")
+            let outcome = try await ScenarioRunner().run(scenario)
+            if outcome.compactedEvents > 0 { compacting += 1 }
+        }
+        #expect(compacting >= 5, "compaction removed events in \(compacting) of 6 seeds")
+    }
+
     @Test func sameSeed_sameScenarioAndSameOutcome() async throws {
         #expect(Simulation.scenario(seed: 77) == Simulation.scenario(seed: 77))
         #expect(Simulation.scenario(seed: 77) != Simulation.scenario(seed: 78))
