@@ -70,6 +70,7 @@ struct VerifySummary: Encodable {
     var indexEntriesChecked: Int
     var checkpointsChecked: Int
     var headsChecked: Int
+    var snapshotRecordsChecked: Int
     var lastSequence: UInt64
     /// Users whose MACs were not checked because no key was given for them.
     var usersWithoutKey: [String]
@@ -85,6 +86,7 @@ struct VerifySummary: Encodable {
         indexEntriesChecked = report.indexEntriesChecked
         checkpointsChecked = report.checkpointsChecked
         headsChecked = report.headsChecked
+        snapshotRecordsChecked = report.snapshotRecordsChecked
         lastSequence = storeLastSequence
         usersWithoutKey = report.usersWithoutKey.sorted()
         damagedSequences = report.problemSequences.sorted()
@@ -93,7 +95,8 @@ struct VerifySummary: Encodable {
 
     func printText() {
         Console.out("checked \(eventsChecked) event(s) (\(eventsAuthenticated) authenticated), "
-                    + "\(indexEntriesChecked) index entries, \(checkpointsChecked) checkpoint(s), \(headsChecked) head record(s)")
+                    + "\(indexEntriesChecked) index entries, \(checkpointsChecked) checkpoint(s), \(headsChecked) head record(s)"
+                    + (snapshotRecordsChecked > 0 ? ", \(snapshotRecordsChecked) snapshot record(s)" : ""))
         if !usersWithoutKey.isEmpty {
             Console.out("MACs not checked for user(s) \(usersWithoutKey.joined(separator: ", ")) (no key given): "
                         + "a flipped byte in an encrypted body is only found with the key")

@@ -186,6 +186,30 @@ import VaultLogTesting
         #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean, "a fully compacted user: the head names the horizon")
     }
 
+    /// Logout removes the user's snapshot and kept versions with the rest; the other user's
+    /// compacted log is untouched and still verifies.
+    @Test func logout_removesTheSnapshotToo() throws {
+        let h = try Harness()
+        _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 3)
+        let keyB = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 31))
+        h.store.unlock(userId: "user-b", userKey: keyB)
+        let cipher = try Harness.login("b", password: "pw").encrypt(userKey: keyB, random: SeededRandomSource(seed: 4))
+        for _ in 0..<3 {
+            let at = BitwardenDate(h.clock.now)
+            try h.store.append(userId: "user-b", events: [
+                .init(cipherId: "b1", type: .updated, body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: at, at: at))),
+                .init(cipherId: "b1", type: .resolved, body: .outcome(OutcomeBody(at: at))),
+            ])
+        }
+        h.clock.advance(by: 86_400)
+        for user in [h.userId, "user-b"] { try h.store.compact(userId: user, policy: RetentionPolicy(keepDays: 0, keepVersions: 1)) }
+        try h.store.logout(userId: h.userId)
+        #expect(try h.store.horizon(userId: h.userId) == 0)
+        #expect(try h.store.itemsWithKeptVersions(userId: h.userId).isEmpty)
+        #expect(try h.store.horizon(userId: "user-b") == 18)
+        #expect(try h.store.verify(keys: ["user-b": SealingKey(userKey: keyB)]).isClean)
+    }
+
     /// `verify` with the key detects a tampered snapshot or item record, a removed snapshot
     /// (the first retained event then names a missing predecessor), an item record put back
     /// from an earlier compaction, and an event put back before the horizon.

@@ -144,7 +144,15 @@ struct KeyOptions: ParsableArguments {
         let sample = try store.log.read { reader in
             try reader.sequences(userId: userId, cipherId: nil).prefix(3).compactMap { try? reader.envelope(at: $0) }
         }
-        guard !sample.isEmpty else { return }
+        guard !sample.isEmpty else {
+            // A user compacted down to no event: the snapshot is what the key must open.
+            do {
+                _ = try store.log.read { try $0.snapshot(userId: userId, key: sealing) }
+            } catch {
+                throw CLIError.key("the user key in \(file) does not open the compaction snapshot of user \(userId) (wrong key or wrong --user); if you are sure of the key, run 'vaultlog verify'")
+            }
+            return
+        }
         guard sample.contains(where: { $0.authenticate(key: sealing) }) else {
             throw CLIError.key("the user key in \(file) does not open the events of user \(userId) (wrong key or wrong --user); if you are sure of the key, run 'vaultlog verify'")
         }
