@@ -112,7 +112,8 @@ struct Compact: ParsableCommand {
                 store.close()
                 let started = Date()
                 let file = try EventLogStore.compactFile(at: directory)
-                report = Report(result, before: file.bytesBefore, after: file.bytesAfter,
+                // The size when the command started (the write itself may have grown the file).
+                report = Report(result, before: before, after: file.bytesAfter,
                                 copyMilliseconds: Date().timeIntervalSince(started) * 1000)
             }
             if json {

@@ -133,9 +133,16 @@ struct History: ParsableCommand {
                 return envelope
             }
         }
+        var pairs: [(temporary: String, serverId: String)] = []
         for envelope in mappings {
             guard let serverId = try? VaultEvent(envelope: envelope, key: sealing).outcome?.serverId else { continue }
-            let temporary = envelope.header.cipherId
+            pairs.append((envelope.header.cipherId, serverId))
+        }
+        // Mappings older than a compaction's horizon live in the snapshot's id map.
+        if try store.horizon(userId: user) > 0, let snapshot = try? store.projection(userId: user, at: store.horizon(userId: user)) {
+            pairs += snapshot.idMap.map { ($0.key, $0.value) }
+        }
+        for (temporary, serverId) in pairs {
             if temporary == cipher { linked.insert(serverId) }
             if serverId == cipher { linked.insert(temporary) }
         }
