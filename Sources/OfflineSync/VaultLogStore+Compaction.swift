@@ -67,6 +67,12 @@ public struct CompactionResult: Sendable, Equatable {
     public var prepareSeconds: Double = 0
 }
 
+extension CompactionResult {
+    init(_ prepared: VaultLogStore.PreparedCompaction, prepareSeconds: Double, counts: CompactionCounts = CompactionCounts(), writeSeconds: Double = 0) {
+        self.init(plan: prepared.plan, counts: counts, writeSeconds: writeSeconds, prepareSeconds: prepareSeconds)
+    }
+}
+
 /// One version kept in a snapshot: the operation event as it was, its body opened.
 struct KeptVersion: Codable, Sendable, Equatable {
     var sequence: UInt64
@@ -117,38 +123,24 @@ extension VaultLogStore {
     /// ``compactAndClose(userIds:policy:now:)`` also rewrites the file.
     @discardableResult
     public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) throws -> CompactionResult {
-        let begun = ContinuousClock.now
-        let prepared = try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now())
-        let prepareSeconds = (ContinuousClock.now - begun).seconds
-        guard prepared.plan.horizon != nil else {
-            return CompactionResult(plan: prepared.plan, counts: CompactionCounts(), writeSeconds: 0, prepareSeconds: prepareSeconds)
-        }
-        let keys = try keys(userId)
+        let (prepared, prepareSeconds) = try timedPreparation(userId: userId, policy: policy, now: now)
+        guard prepared.plan.horizon != nil else { return CompactionResult(prepared, prepareSeconds: prepareSeconds) }
+        let key = try keys(userId).sealing
         let started = ContinuousClock.now
-        let counts = try log.write { try self.writeCompaction(prepared, txn: $0, key: keys.sealing) }
-        let result = CompactionResult(plan: prepared.plan, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds,
-                                      prepareSeconds: prepareSeconds)
-        logCompaction(result)
-        return result
+        let counts = try log.write { try self.writeCompaction(prepared, txn: $0, key: key) }
+        return finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
     }
 
     /// ``compact(userId:policy:now:)`` with its write on the store's writer thread, for async
     /// callers (for example after a successful sync).
     @discardableResult
     public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) async throws -> CompactionResult {
-        let begun = ContinuousClock.now
-        let prepared = try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now())
-        let prepareSeconds = (ContinuousClock.now - begun).seconds
-        guard prepared.plan.horizon != nil else {
-            return CompactionResult(plan: prepared.plan, counts: CompactionCounts(), writeSeconds: 0, prepareSeconds: prepareSeconds)
-        }
+        let (prepared, prepareSeconds) = try timedPreparation(userId: userId, policy: policy, now: now)
+        guard prepared.plan.horizon != nil else { return CompactionResult(prepared, prepareSeconds: prepareSeconds) }
         let key = try keys(userId).sealing
         let started = ContinuousClock.now
         let counts = try await log.writeAsync { try self.writeCompaction(prepared, txn: $0, key: key) }
-        let result = CompactionResult(plan: prepared.plan, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds,
-                                      prepareSeconds: prepareSeconds)
-        logCompaction(result)
-        return result
+        return finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
     }
 
     /// Compacts each user's log (each must be unlocked), closes the store and rewrites its file
@@ -342,10 +334,19 @@ extension VaultLogStore {
         return counts
     }
 
-    func logCompaction(_ result: CompactionResult) {
+    /// The plan (and what to write) for `compact`, and how long it took.
+    func timedPreparation(userId: String, policy: RetentionPolicy, now: Date?) throws -> (PreparedCompaction, Double) {
+        let begun = ContinuousClock.now
+        let prepared = try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now())
+        return (prepared, (ContinuousClock.now - begun).seconds)
+    }
+
+    /// Logs a compaction that wrote, and returns it.
+    func finished(_ result: CompactionResult) -> CompactionResult {
         logger.info("log compacted", metadata: [
             "user": "\(result.plan.userId)", "horizon": "\(result.plan.horizon ?? 0)",
             "removed": "\(result.counts.removedEvents)", "write_ms": "\(Int(result.writeSeconds * 1000))"])
+        return result
     }
 
     static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
