@@ -28,7 +28,7 @@ func writeReport(_ results: Results, path: String, command: String, quick: Bool,
     """
     let groups: [(String, String)] = [("save", "1. Durable offline save"), ("append", "2. Sealed batched append"),
                                       ("projection", "3. Projection"), ("resolver", "4. Resolver"), ("crypto", "5. Crypto"),
-                                      ("export", "6. Export and import")]
+                                      ("export", "6. Export and import"), ("compaction", "7. Compaction")]
     for (group, title) in groups {
         let figures = results.figures.filter { $0.group == group }
         guard !figures.isEmpty else { continue }
