@@ -80,7 +80,7 @@ extension Environment {
 
     /// Whether another process holds LMDB's lock on `lock.mdb` (every process with the
     /// environment open holds a shared lock on its first byte).
-    static func isLockedByAnotherProcess(_ path: String) throws -> Bool {
+    public static func isLockedByAnotherProcess(_ path: String) throws -> Bool {
         let lockFile = (path as NSString).appendingPathComponent("lock.mdb")
         let fd = open(lockFile, O_RDWR)
         guard fd >= 0 else { return false }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import LMDB
 import OfflineSync
 
 /// `vaultlog compact DIR`: applies a retention policy and rewrites the file.
@@ -82,6 +83,10 @@ struct Compact: ParsableCommand {
             let dataFile = (directory as NSString).appendingPathComponent("data.mdb")
             let before = ((try? FileManager.default.attributesOfItem(atPath: dataFile)[.size]) as? Int) ?? 0
             let policy = RetentionPolicy(keepDays: keepDays, keepVersions: keepVersions)
+            // The file rewrite needs the store closed everywhere: refuse before changing anything.
+            if !dryRun, try Environment.isLockedByAnotherProcess(directory) {
+                throw CLIError.storage("\(directory) is open in another process; close it there first (nothing was changed)")
+            }
             let store: VaultLogStore
             if dryRun {
                 store = try StoreAccess.openForReading(directory)
@@ -111,7 +116,12 @@ struct Compact: ParsableCommand {
                 }
                 store.close()
                 let started = Date()
-                let file = try EventLogStore.compactFile(at: directory)
+                let file: FileCompaction
+                do {
+                    file = try EventLogStore.compactFile(at: directory)
+                } catch {
+                    throw CLIError.storage("the log was compacted (\(result.counts.removedEvents) events removed), but data.mdb was not rewritten: \(error); run 'vaultlog compact' again when nothing else has the store open")
+                }
                 // The size when the command started (the write itself may have grown the file).
                 report = Report(result, before: before, after: file.bytesAfter,
                                 copyMilliseconds: Date().timeIntervalSince(started) * 1000)

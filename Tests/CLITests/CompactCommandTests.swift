@@ -75,6 +75,19 @@ final class HistoryFixture: Sendable {
         #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.store + "/data.mdb")) == before)
     }
 
+    /// Another process (here: this test) has the store open: the file rewrite could not run, so
+    /// nothing is compacted at all.
+    @Test func compact_ofAStoreOpenElsewhere_exits4_andChangesNothing() throws {
+        let fixture = try HistoryFixture(items: 3, edits: 3)
+        let before = try Data(contentsOf: URL(fileURLWithPath: fixture.store + "/data.mdb"))
+        let holder = try VaultLogStore(path: fixture.store)
+        let result = try CLI.run(["compact", fixture.store, "--keep-days", "0"] + fixture.keyArgs)
+        holder.close()
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("open in another process"), "\(result.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.store + "/data.mdb")) == before)
+    }
+
     /// The whole user path: a dry run that changes nothing, the compaction, then `info`,
     /// `pending --at`, `history`, `events` and `verify` on the compacted store.
     @Test func compact_dryRunThenRun_andEveryReadingCommandKnowsTheHorizon() throws {
