@@ -22,13 +22,13 @@ import VaultCrypto
 /// writes them together with events in one transaction through ``write(_:)``.
 ///
 /// The log is append-only with two documented exceptions: ``deleteUser(_:)`` (logout) removes
-/// everything of one user, and ``LogTransaction/compact(userId:through:payload:items:key:)``
+/// everything of one user, and ``LogTransaction/compact(userId:through:payload:state:items:key:)``
 /// replaces a user's oldest events with a sealed snapshot.
 public final class EventLogStore: Sendable {
     /// The store format this build writes and reads. 2: envelopes of format 2 (each user's
     /// events chained by their MACs) and the `heads` database. A format 1 store is upcast when
     /// opened writable: its events stay as they are (still read), new events are format 2.
-    /// 3: the `snapshots` database (compaction snapshots, see ``LogTransaction/compact(userId:through:payload:items:key:)``);
+    /// 3: the `snapshots` database (compaction snapshots, see ``LogTransaction/compact(userId:through:payload:state:items:key:)``);
     /// an older build must not open a compacted store and fold it as if it started at sequence 1.
     public static let storeFormatVersion = 3
 

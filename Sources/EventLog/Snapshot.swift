@@ -18,9 +18,12 @@ public struct SnapshotInfo: Sendable, Equatable {
     public let removedEvents: UInt64
     /// How many per-item records (kept versions) this snapshot has.
     public let itemCount: Int
+    /// What the domain keeps in the clear with the snapshot (covered by its MAC): the state
+    /// a locked vault needs at the horizon, computed from plaintext headers only.
+    public let state: [UInt8]
 }
 
-/// Counts of one compaction's write, from ``LogTransaction/compact(userId:through:payload:items:key:)``.
+/// Counts of one compaction's write, from ``LogTransaction/compact(userId:through:payload:state:items:key:)``.
 public struct CompactionCounts: Sendable, Equatable {
     /// Events removed.
     public var removedEvents = 0
@@ -36,7 +39,7 @@ public struct CompactionCounts: Sendable, Equatable {
 /// The bytes of snapshot records, in the `snapshots` database:
 ///
 /// - key `0x01 ‖ userIdLength ‖ userId` → `"VLSN" ‖ 0x01 ‖ userIdLength ‖ userId ‖ horizon(8) ‖
-///   chain(32) ‖ removedEvents(8) ‖ itemCount(4) ‖ IV(16) ‖ MAC(32) ‖ ciphertext`
+///   chain(32) ‖ removedEvents(8) ‖ itemCount(4) ‖ stateLength(4) ‖ state ‖ IV(16) ‖ MAC(32) ‖ ciphertext`
 /// - key `0x02 ‖ userIdLength ‖ userId ‖ cipherIdLength ‖ cipherId` → `"VLSI" ‖ 0x01 ‖
 ///   userIdLength ‖ userId ‖ cipherIdLength ‖ cipherId ‖ horizon(8) ‖ IV(16) ‖ MAC(32) ‖ ciphertext`
 ///
@@ -65,6 +68,8 @@ enum SnapshotRecord {
         out.append(contentsOf: info.chain)
         appendBE(info.removedEvents, to: &out)
         appendBE(UInt32(clamping: info.itemCount), to: &out)
+        appendBE(UInt32(clamping: info.state.count), to: &out)
+        out.append(contentsOf: info.state)
         return out
     }
 
@@ -72,7 +77,10 @@ enum SnapshotRecord {
     static func parse(_ bytes: [UInt8]) -> (info: SnapshotInfo, headerLength: Int)? {
         guard bytes.count >= 6, bytes.starts(with: snapshotMagic), bytes[4] == 1 else { return nil }
         let length = Int(bytes[5])
-        let headerLength = 6 + length + 8 + 32 + 8 + 4
+        let fixedLength = 6 + length + 8 + 32 + 8 + 4 + 4
+        guard bytes.count >= fixedLength else { return nil }
+        let stateLength = Int(bytes[(fixedLength - 4)..<fixedLength].reduce(0) { $0 << 8 | UInt32($1) })
+        let headerLength = fixedLength + stateLength
         guard bytes.count >= headerLength + Envelope.ivBytes + Envelope.macBytes + 16,
               (bytes.count - headerLength - Envelope.ivBytes - Envelope.macBytes) % 16 == 0,
               let user = String(validating: bytes[6..<6 + length], as: UTF8.self) else { return nil }
@@ -82,7 +90,9 @@ enum SnapshotRecord {
         let chain = Array(next(32))
         let removed = next(8).reduce(0) { $0 << 8 | UInt64($1) }
         let items = next(4).reduce(0) { $0 << 8 | UInt32($1) }
-        return (SnapshotInfo(userId: user, horizon: horizon, chain: chain, removedEvents: removed, itemCount: Int(items)), headerLength)
+        offset += 4
+        let state = Array(bytes[offset..<headerLength])
+        return (SnapshotInfo(userId: user, horizon: horizon, chain: chain, removedEvents: removed, itemCount: Int(items), state: state), headerLength)
     }
 
     static func itemHeader(userId: String, cipherId: String, horizon: UInt64) -> [UInt8] {
@@ -202,13 +212,14 @@ extension LogTransaction {
     /// Replaces the user's events up to and including `horizon` with a sealed snapshot: removes
     /// those events, their index entries and the checkpoints at or before `horizon`, rewrites
     /// the user's per-item records from `items` (cipher id → payload), and stores `payload`
-    /// (the projection at `horizon`) sealed with the chain value at the horizon. One write
-    /// transaction: a crash leaves the old log or the compacted one.
+    /// (the projection at `horizon`) sealed with the chain value at the horizon, and `state`
+    /// in the clear under the same MAC (what a locked vault needs there). One write transaction:
+    /// a crash leaves the old log or the compacted one.
     ///
     /// `horizon` must be one of the user's events, after the current horizon. Sequences are
     /// never reused: the log's last sequence stays where it is.
     @discardableResult
-    public func compact(userId: String, through horizon: UInt64, payload: [UInt8], items: [String: [UInt8]],
+    public func compact(userId: String, through horizon: UInt64, payload: [UInt8], state: [UInt8] = [], items: [String: [UInt8]],
                         key: SealingKey) throws -> CompactionCounts {
         guard let db = store.snapshots else {
             throw EventLogError.snapshot("the store was opened read-only; compaction needs a writable store")
@@ -268,7 +279,8 @@ extension LogTransaction {
             try transaction.put(db, key: SnapshotRecord.itemKey(userId: userId, cipherId: cipherId), value: sealed)
         }
         let info = SnapshotInfo(userId: userId, horizon: horizon, chain: Array(last.mac),
-                                removedEvents: (previous?.removedEvents ?? 0) + UInt64(counts.removedEvents), itemCount: items.count)
+                                removedEvents: (previous?.removedEvents ?? 0) + UInt64(counts.removedEvents), itemCount: items.count,
+                                state: state)
         var sealed = SnapshotRecord.header(info)
         try Envelope.sealBody(payload, appendingTo: &sealed, key: key.snapshots, iv: ivs[0..<16])
         try transaction.put(db, key: SnapshotRecord.key(userId: userId), value: sealed)

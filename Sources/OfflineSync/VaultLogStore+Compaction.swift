@@ -6,10 +6,11 @@ import VaultModel
 
 /// How much resolved history a store keeps when it is compacted.
 ///
-/// Events of an item that is pending, dead-lettered or quarantined are never removed: the
-/// horizon only moves to a point where nothing was pending. Of what is older than
-/// ``keepDays``, the last ``keepVersions`` versions of every item stay readable in the
-/// snapshot (`vaultlog history`); the rest is removed.
+/// The events older than ``keepDays`` go into a snapshot: of those, every event of a change
+/// still pending or dead-lettered is kept as it was stored (carried in the snapshot, so the
+/// resolver and `vaultlog history` read it as before), and the last ``keepVersions`` versions of
+/// every item stay readable; the rest is removed. An event that cannot be read, and every
+/// event after it, stay in the log.
 public struct RetentionPolicy: Sendable, Codable, Equatable {
     /// Resolved events younger than this many days stay in the log as events. Default 30: the
     /// time Bitwarden keeps an item in the trash, and longer than a usual offline period, so a
@@ -51,8 +52,10 @@ public struct CompactionPlan: Sendable, Equatable {
     public var itemsWithVersions: Int
     /// Versions kept in the snapshot, over all items.
     public var keptVersions: Int
-    /// Why the horizon stops where it does (pending items, the age limit), as a sentence.
+    /// Why the horizon stops where it does (the age limit, an unreadable event), as a sentence.
     public var limitedBy: String
+    /// Events of items pending at the horizon, carried in the snapshot as they were stored.
+    public var carriedEvents: Int = 0
 }
 
 /// What ``VaultLogStore/compact(userId:policy:now:)`` did.
@@ -81,12 +84,14 @@ struct KeptVersion: Codable, Sendable, Equatable {
     var body: Data
 }
 
-/// The sealed payload of a compaction snapshot: the projection at the horizon.
+/// The sealed payload of a compaction snapshot: the projection at the horizon, and the
+/// envelopes (as stored) of the changes still pending there.
 struct SnapshotBody: Codable, Sendable {
     var v = 1
     var projection: Projection
     var policy: RetentionPolicy
     var compactedAtMillis: Int64
+    var carried: [Data] = []
 }
 
 /// The sealed payload of one item's record in a snapshot.
@@ -115,10 +120,9 @@ extension VaultLogStore {
         try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now()).plan
     }
 
-    /// Compacts the user's log under `policy`: the events up to the newest point where nothing
-    /// was pending and everything is older than `policy.keepDays` are replaced by a sealed
-    /// snapshot (the projection there, and the last `policy.keepVersions` versions of every
-    /// item). Reading and sealing happen before the write; the write is one transaction, so a
+    /// Compacts the user's log under `policy`: the events older than `policy.keepDays` are
+    /// replaced by a sealed snapshot (the projection after the last of them, every event of the
+    /// changes still pending there, and the last `policy.keepVersions` versions of every item). Reading and sealing happen before the write; the write is one transaction, so a
     /// save waits at most for that one. The file keeps its size (LMDB reuses the freed pages);
     /// ``compactAndClose(userIds:policy:now:)`` also rewrites the file.
     @discardableResult
@@ -160,16 +164,25 @@ extension VaultLogStore {
         return (results, try EventLogStore.compactFile(at: path))
     }
 
-    /// The versions of `cipherId` kept in the user's snapshot (the last ones before the
-    /// horizon), oldest first, as events; empty when none are kept. Needs the vault unlocked.
+    /// The events of `cipherId` the user's snapshot keeps, oldest first: its last versions before
+    /// the horizon and, for an item pending there, every event of its pending change. Empty
+    /// when there are none. Needs the vault unlocked.
     public func keptVersions(userId: String, cipherId: String) throws -> [VaultEvent] {
         let keys = try keys(userId)
-        guard let payload = try log.read({ try $0.snapshotItem(userId: userId, cipherId: cipherId, key: keys.sealing) }) else { return [] }
-        return try Self.decodeKept(payload, userId: userId, cipherId: cipherId).map { version in
-            let header = EventHeader(sequence: version.sequence, userId: userId, cipherId: cipherId,
-                                     eventType: version.type, recordedAtMillis: version.recordedAtMillis)
-            return try VaultEvent(header: header, plaintext: Array(version.body))
+        var events: [UInt64: VaultEvent] = [:]
+        if let payload = try log.read({ try $0.snapshotItem(userId: userId, cipherId: cipherId, key: keys.sealing) }) {
+            for version in try Self.decodeKept(payload, userId: userId, cipherId: cipherId).versions {
+                let header = EventHeader(sequence: version.sequence, userId: userId, cipherId: cipherId,
+                                         eventType: version.type, recordedAtMillis: version.recordedAtMillis)
+                events[version.sequence] = try VaultEvent(header: header, plaintext: Array(version.body))
+            }
         }
+        // An item pending at the horizon: every event of its change, as stored.
+        for bytes in try snapshotBody(userId: userId, key: keys.sealing)?.carried ?? [] {
+            let envelope = try Envelope(bytes: Array(bytes))
+            if envelope.header.cipherId == cipherId { events[envelope.header.sequence] = try VaultEvent(envelope: envelope, key: keys.sealing) }
+        }
+        return events.keys.sorted().map { events[$0]! }
     }
 
     /// The ids of the items with versions kept in the user's snapshot. Needs no key.
@@ -182,47 +195,80 @@ extension VaultLogStore {
     struct PreparedCompaction: Sendable {
         var plan: CompactionPlan
         var payload: [UInt8]
+        var state: [UInt8]
         var items: [String: [UInt8]]
     }
 
-    /// The snapshot's projection at the horizon (authenticated), or nil when never compacted.
-    func snapshotProjection(userId: String, key: SealingKey) throws -> Projection? {
+    /// The snapshot's body (authenticated), or nil when never compacted.
+    func snapshotBody(userId: String, key: SealingKey) throws -> SnapshotBody? {
         guard let (info, payload) = try log.read({ try $0.snapshot(userId: userId, key: key) }) else { return nil }
         do {
-            return try JSONDecoder().decode(SnapshotBody.self, from: Data(payload)).projection
+            return try JSONDecoder().decode(SnapshotBody.self, from: Data(payload))
         } catch {
             throw EventLogError.snapshot("the compaction snapshot of user \(userId) (horizon \(info.horizon)) does not decode (\(error)); restore the store from a backup or an export")
         }
     }
 
-    static func decodeKept(_ payload: [UInt8], userId: String, cipherId: String) throws -> [KeptVersion] {
+    /// The snapshot's projection at the horizon (authenticated), or nil when never compacted.
+    func snapshotProjection(userId: String, key: SealingKey) throws -> Projection? {
+        try snapshotBody(userId: userId, key: key)?.projection
+    }
+
+    /// The pending set from headers at the horizon, as the snapshot keeps it in the clear (for a
+    /// locked vault); nil when never compacted. A state that does not parse counts as nothing
+    /// pending, like an unreadable pending checkpoint: it is a hint, and `verify` reports it.
+    func snapshotHeaderState(_ reader: LogReader, userId: String) throws -> HeaderProjection? {
+        guard let info = try reader.snapshotInfo(userId: userId) else { return nil }
+        var state = PendingCheckpoint.decode(info.state) ?? HeaderProjection()
+        state.lastSequence = info.horizon
+        return state
+    }
+
+    /// An event the snapshot carries (of an item pending at the horizon), opened; nil if none.
+    func carriedEvent(at sequence: UInt64, userId: String, key: SealingKey) throws -> VaultEvent? {
+        guard let body = try snapshotBody(userId: userId, key: key) else { return nil }
+        for bytes in body.carried {
+            let envelope = try Envelope(bytes: Array(bytes))
+            if envelope.header.sequence == sequence, envelope.header.userId == userId { return try VaultEvent(envelope: envelope, key: key) }
+        }
+        return nil
+    }
+
+    static func decodeKept(_ payload: [UInt8], userId: String, cipherId: String) throws -> KeptVersions {
         do {
-            return try JSONDecoder().decode(KeptVersions.self, from: Data(payload)).versions
+            return try JSONDecoder().decode(KeptVersions.self, from: Data(payload))
         } catch {
             throw EventLogError.snapshot("the kept versions of item \(cipherId) (user \(userId)) do not decode (\(error))")
         }
     }
 
-    /// Folds the user's log from the current snapshot up to the cutoff, remembering the last
-    /// point where nothing was pending (the new horizon) and the versions kept for each item.
+    /// Folds the user's log from the current snapshot up to the cutoff (or the first event that
+    /// cannot be read): the last event folded is the new horizon. Collects the versions kept for
+    /// each item and, for every item still pending there, the envelopes of its pending change,
+    /// which the snapshot carries (the resolver reads intermediate versions by sequence).
     func prepareCompaction(userId: String, policy: RetentionPolicy, now: Date) throws -> PreparedCompaction {
         let keys = try keys(userId)
         let cutoff = now.addingTimeInterval(-Double(policy.keepDays) * 86_400)
         let cutoffMillis = Int64((cutoff.timeIntervalSince1970 * 1000).rounded(.down))
+        let snapshot = try snapshotBody(userId: userId, key: keys.sealing)
         let currentHorizon = try horizon(userId: userId)
-        var projection = try snapshotProjection(userId: userId, key: keys.sealing) ?? Projection(userId: userId)
+        var projection = snapshot?.projection ?? Projection(userId: userId)
+        var headers = try log.read { try snapshotHeaderState($0, userId: userId) } ?? HeaderProjection()
+        // The envelopes of each pending item's change so far (carried from the last snapshot).
+        var runs: [String: [Data]] = [:]
+        for bytes in snapshot?.carried ?? [] {
+            guard let envelope = try? Envelope(bytes: Array(bytes)) else { continue }
+            runs[envelope.header.cipherId, default: []].append(bytes)
+        }
         var kept: [String: [KeptVersion]] = [:]
         for id in try itemsWithKeptVersions(userId: userId) {
             if let payload = try log.read({ try $0.snapshotItem(userId: userId, cipherId: id, key: keys.sealing) }) {
-                kept[id] = try Self.decodeKept(payload, userId: userId, cipherId: id)
+                kept[id] = try Self.decodeKept(payload, userId: userId, cipherId: id).versions
             }
         }
-        // Nothing was pending at the current horizon, so the header fold starts empty there.
-        var headers = HeaderProjection()
-        var buffer: [String: [KeptVersion]] = [:]
-        var candidate: (sequence: UInt64, projection: Projection, events: Int)?
-        var scanned = 0, total = 0
-        var stoppedByAge = false
+        var added: [String: [KeptVersion]] = [:]
+        var folded = 0, total = 0
+        var stop: String?
         var after = currentHorizon
         let limit = max(1, policy.keepVersions)
         while true {
@@ -230,70 +276,76 @@ extension VaultLogStore {
             guard let last = batch.last else { break }
             after = last.header.sequence
             total += batch.count
-            for envelope in batch where !stoppedByAge {
+            for envelope in batch where stop == nil {
                 let header = envelope.header
-                guard header.recordedAtMillis <= cutoffMillis else { stoppedByAge = true; break }
-                scanned += 1
+                guard header.recordedAtMillis <= cutoffMillis else {
+                    stop = "events after \(Self.iso(cutoff)) are younger than \(policy.keepDays) days"
+                    break
+                }
                 let plaintext: [UInt8]
+                let event: VaultEvent
                 do {
                     plaintext = try envelope.open(key: keys.sealing)
-                    let event = try VaultEvent.operationSummary(header: header, plaintext: plaintext, placeholder: Cipher(type: .login))
+                    event = try VaultEvent.operationSummary(header: header, plaintext: plaintext, placeholder: Cipher(type: .login))
                         ?? VaultEvent(header: header, plaintext: plaintext)
-                    projection.apply(event)
                 } catch {
-                    // Quarantined: its item now pins the horizon (nothing after it is clean).
-                    projection.quarantine(header, reason: "\(error)")
-                    headers.apply(header)
-                    continue
+                    // The event stays for `verify`, and so does everything after it.
+                    stop = "event \(header.sequence) of item \(header.cipherId) cannot be read (\(error)); it and the events after it stay: run 'vaultlog verify'"
+                    break
                 }
+                projection.apply(event)
                 headers.apply(header)
-                if VaultEventType(rawValue: header.eventType)?.isOperation == true {
-                    buffer[header.cipherId, default: []].append(
+                folded += 1
+                let id = header.cipherId
+                guard !id.isEmpty else { continue }
+                if projection.pending[id] != nil { runs[id, default: []].append(Data(envelope.bytes)) } else { runs[id] = nil }
+                if event.type.isOperation {
+                    added[id, default: []].append(
                         KeptVersion(sequence: header.sequence, type: header.eventType, recordedAtMillis: header.recordedAtMillis, body: Data(plaintext)))
-                    if buffer[header.cipherId]!.count > limit { buffer[header.cipherId]!.removeFirst() }
-                }
-                if projection.pending.isEmpty, (projection.quarantined ?? [:]).isEmpty, headers.pending.isEmpty {
-                    Self.merge(buffer, into: &kept, keep: policy.keepVersions)
-                    buffer = [:]
-                    candidate = (header.sequence, projection, scanned)
+                    if added[id]!.count > limit { added[id]!.removeFirst() }
                 }
             }
         }
+        Self.merge(added, into: &kept, keep: policy.keepVersions)
         // The policy applies to the whole snapshot, also to versions an earlier policy kept.
         kept = kept.compactMapValues { versions in versions.isEmpty || policy.keepVersions == 0 ? nil : Array(versions.suffix(policy.keepVersions)) }
-        let limitedBy: String
-        if let earliest = Self.earliestPending(projection) {
-            limitedBy = "item \(earliest.cipherId) has had changes pending since event \(earliest.sequence); its events stay until it is resolved"
-        } else if stoppedByAge {
-            limitedBy = "events after \(Self.iso(cutoff)) are younger than \(policy.keepDays) days"
-        } else {
-            limitedBy = "every event of the user is old enough and resolved"
-        }
-        guard let candidate else {
+        let limitedBy = stop ?? "every event of the user is old enough"
+        let keptCount = kept.values.reduce(0) { $0 + $1.count }
+        guard folded > 0 else {
             return PreparedCompaction(plan: CompactionPlan(userId: userId, policy: policy, cutoff: cutoff, currentHorizon: currentHorizon,
                                                            horizon: nil, removableEvents: 0, retainedEvents: total,
-                                                           itemsWithVersions: kept.count, keptVersions: kept.values.reduce(0) { $0 + $1.count },
-                                                           limitedBy: limitedBy),
-                                      payload: [], items: [:])
+                                                           itemsWithVersions: kept.count, keptVersions: keptCount, limitedBy: limitedBy,
+                                                           carriedEvents: snapshot?.carried.count ?? 0),
+                                      payload: [], state: [], items: [:])
+        }
+        // The fold read superseded snapshots as summaries (placeholders): a pending item's latest
+        // snapshot is what the resolver sends, so it is decoded from its envelope in full.
+        for (id, change) in projection.pending {
+            guard let sequence = change.versionSequences.last,
+                  let bytes = runs[id]?.last(where: { (try? Envelope.parseHeader(Array($0)).header.sequence) == sequence }) else { continue }
+            if let cipher = try VaultEvent(envelope: Envelope(bytes: Array(bytes)), key: keys.sealing).operation?.cipher {
+                projection.pending[id]?.latest = cipher
+            }
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let body = SnapshotBody(projection: candidate.projection, policy: policy,
-                                compactedAtMillis: Int64((now.timeIntervalSince1970 * 1000).rounded(.down)))
+        let carried = runs.keys.sorted().flatMap { runs[$0]! }
+        let body = SnapshotBody(projection: projection, policy: policy,
+                                compactedAtMillis: Int64((now.timeIntervalSince1970 * 1000).rounded(.down)), carried: carried)
         var items: [String: [UInt8]] = [:]
         for (id, versions) in kept where !versions.isEmpty {
             items[id] = Array(try encoder.encode(KeptVersions(versions: versions)))
         }
         let plan = CompactionPlan(userId: userId, policy: policy, cutoff: cutoff, currentHorizon: currentHorizon,
-                                  horizon: candidate.sequence, removableEvents: candidate.events, retainedEvents: total - candidate.events,
-                                  itemsWithVersions: items.count, keptVersions: kept.values.reduce(0) { $0 + $1.count },
-                                  limitedBy: limitedBy)
-        return PreparedCompaction(plan: plan, payload: Array(try encoder.encode(body)), items: items)
+                                  horizon: projection.lastSequence, removableEvents: folded, retainedEvents: total - folded,
+                                  itemsWithVersions: items.count, keptVersions: keptCount, limitedBy: limitedBy,
+                                  carriedEvents: carried.count)
+        return PreparedCompaction(plan: plan, payload: Array(try encoder.encode(body)), state: PendingCheckpoint.encode(headers), items: items)
     }
 
-    /// Adds the versions seen since the last clean point to the kept ones, the last `keep` per
-    /// item. An item whose last version is a permanent delete keeps none: the user asked for it
-    /// to be gone, and the delete is resolved at a clean point.
+    /// Adds the versions folded by this compaction to the kept ones, the last `keep` per item.
+    /// An item whose last version is a permanent delete keeps none: the user asked for it to be
+    /// gone (while the delete is pending, its change's envelopes are carried all the same).
     static func merge(_ buffer: [String: [KeptVersion]], into kept: inout [String: [KeptVersion]], keep: Int) {
         for (id, versions) in buffer {
             if versions.last?.type == VaultEventType.hardDeleted.rawValue || keep == 0 {
@@ -302,19 +354,6 @@ extension VaultLogStore {
             }
             kept[id] = Array(((kept[id] ?? []) + versions).suffix(keep))
         }
-    }
-
-    /// The pending item whose change started first, and the sequence it started at.
-    static func earliestPending(_ projection: Projection) -> (cipherId: String, sequence: UInt64)? {
-        var out: (cipherId: String, sequence: UInt64)?
-        for (id, change) in projection.pending {
-            let first = change.versionSequences.first ?? projection.lastSequence
-            if out.map({ first < $0.sequence }) ?? true { out = (id, first) }
-        }
-        for (id, reason) in projection.quarantined ?? [:] where out == nil {
-            out = (id, UInt64(reason.split(separator: ":").first?.split(separator: " ").last ?? "") ?? projection.lastSequence)
-        }
-        return out
     }
 
     /// The write of a prepared compaction: refused when another compaction moved the horizon
@@ -326,7 +365,8 @@ extension VaultLogStore {
         guard now == plan.currentHorizon else {
             throw EventLogError.snapshot("user \(plan.userId) was compacted by another caller meanwhile (horizon \(now)); nothing was written: run the compaction again")
         }
-        let counts = try txn.compact(userId: plan.userId, through: horizon, payload: prepared.payload, items: prepared.items, key: key)
+        let counts = try txn.compact(userId: plan.userId, through: horizon, payload: prepared.payload, state: prepared.state,
+                                     items: prepared.items, key: key)
         if let db = pendingCheckpoints, let bytes = try txn.get(db, key: Self.userPrefix(plan.userId)),
            (PendingCheckpoint.decode(bytes)?.lastSequence ?? 0) <= horizon {
             try txn.delete(db, key: Self.userPrefix(plan.userId))

@@ -114,7 +114,12 @@ extension VaultLogStore {
     /// One decoded event by sequence (e.g. an intermediate version of an item).
     public func event(at sequence: UInt64, userId: String) throws -> VaultEvent? {
         let keys = try keys(userId)
-        guard let envelope = try log.envelope(at: sequence), envelope.header.userId == userId else { return nil }
+        guard let envelope = try log.envelope(at: sequence) else {
+            // Compacted: an event of a change pending at the horizon is carried in the snapshot.
+            guard sequence <= (try horizon(userId: userId)) else { return nil }
+            return try carriedEvent(at: sequence, userId: userId, key: keys.sealing)
+        }
+        guard envelope.header.userId == userId else { return nil }
         return try VaultEvent(envelope: envelope, key: keys.sealing)
     }
 }

@@ -149,8 +149,9 @@ extension VaultLogStore {
     /// checkpoints), never from the unsealed pending checkpoint, which anyone who can write the
     /// file can rewrite. An item with an event that cannot be read counts as pending (an update
     /// when its change type is unknown), so nothing treats it as settled. Locked (no key, so
-    /// nothing can be authenticated): the fold of every header from the first, skipping the
-    /// checkpoint; headers are covered by the MACs `verify` checks.
+    /// nothing can be authenticated): the fold of every header from the first (in a compacted
+    /// log, from the snapshot's pending set at the horizon), skipping the checkpoint; headers
+    /// are covered by the MACs `verify` checks.
     public func pendingState(userId: String) throws -> HeaderProjection {
         if isUnlocked(userId: userId) {
             return Self.pendingState(of: try projection(userId: userId))
@@ -196,12 +197,13 @@ extension VaultLogStore {
     }
 
     /// The user's pending set from the checkpoint (unless `fromCheckpoint` is false) plus the
-    /// headers after it, and how many headers were folded.
+    /// headers after it, and how many headers were folded. In a compacted log the fold starts
+    /// from the snapshot's pending set at the horizon (kept in the clear for this).
     func headerProjection(_ reader: LogReader, userId: String, fromCheckpoint: Bool = true) throws -> (projection: HeaderProjection, folded: Int) {
-        var projection = HeaderProjection()
+        var projection = try snapshotHeaderState(reader, userId: userId) ?? HeaderProjection()
         if fromCheckpoint, let db = pendingCheckpoints, let bytes = try reader.get(db, key: Self.userPrefix(userId)) {
             if let stored = PendingCheckpoint.decode(bytes), try Self.isEventOf(userId, stored.lastSequence, reader) {
-                projection = stored
+                if stored.lastSequence > projection.lastSequence { projection = stored }
             } else {
                 logger.warning("ignoring an unreadable pending checkpoint", metadata: ["user": "\(userId)"])
             }

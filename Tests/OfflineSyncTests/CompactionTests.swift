@@ -46,8 +46,8 @@ import VaultLogTesting
 
     /// Property: over random histories and random policies (compacted twice, so a snapshot is
     /// also built on a snapshot), every state at or after the horizon is the same as before,
-    /// every state before it answers "compacted", pending items keep every event, the locked
-    /// count agrees, and `verify` with the key is clean.
+    /// every state before it answers "compacted", every event of a pending change still reads
+    /// the same by its sequence, the locked count agrees, and `verify` with the key is clean.
     @Test(arguments: 0..<40)
     func compactedLog_answersLikeBefore_atEveryRetainedSequence(seed: Int) throws {
         let h = try Harness(seed: UInt64(seed) + 1, checkpointInterval: 7, pendingCheckpointInterval: 5)
@@ -57,7 +57,9 @@ import VaultLogTesting
         for round in 0..<2 {
             let before = try Self.states(h)
             let pendingBefore = try h.store.projection(userId: h.userId).pending
-            let pendingEvents = Set(pendingBefore.values.flatMap(\.versionSequences))
+            let pendingEvents = Set(pendingBefore.values.flatMap { $0.versionSequences + $0.steps.map(\.sequence) })
+            var pendingEventsBefore: [UInt64: VaultEvent] = [:]
+            for sequence in pendingEvents { pendingEventsBefore[sequence] = try h.store.event(at: sequence, userId: h.userId) }
             let lastBefore = try h.store.log.lastSequence()
             let keepDays = Int(rng.next() % 4)
             let keepVersions = Int(rng.next() % 4)
@@ -66,12 +68,18 @@ import VaultLogTesting
             #expect(horizon == (result.plan.horizon ?? result.plan.currentHorizon), "seed \(seed) round \(round)")
             let retained = Set(try h.store.events(userId: h.userId).map(\.sequence))
             #expect(retained.count == before.count - result.counts.removedEvents)
-            #expect(pendingEvents.isSubset(of: retained), "seed \(seed): every event of a pending item is kept")
+            for sequence in pendingEvents {
+                #expect(try h.store.event(at: sequence, userId: h.userId) == pendingEventsBefore[sequence],
+                        "seed \(seed) round \(round): event \(sequence) of a pending change reads as before")
+            }
+            for (id, change) in pendingBefore {
+                let kept = Set(try h.store.keptVersions(userId: h.userId, cipherId: id).map(\.sequence))
+                #expect(change.versionSequences.filter { $0 <= horizon }.allSatisfy(kept.contains), "history shows a pending item's carried versions")
+            }
             #expect(retained.allSatisfy { $0 > horizon })
             if let newHorizon = result.plan.horizon {
                 appliedKeepVersions = keepVersions
                 #expect(before.keys.filter { $0 <= newHorizon }.count == result.counts.removedEvents)
-                #expect(before[newHorizon]?.pending.isEmpty == true, "the horizon is a point where nothing was pending")
                 let cutoffMillis = Int64(result.plan.cutoff.timeIntervalSince1970 * 1000)
                 #expect(try h.store.log.envelopes(userId: h.userId).allSatisfy { $0.header.sequence > newHorizon })
                 #expect(cutoffMillis >= 0)
@@ -93,9 +101,13 @@ import VaultLogTesting
             #expect(report.isClean, "seed \(seed) round \(round): \(report.problems)")
             #expect(try h.store.log.lastSequence() == lastBefore, "sequences are never reused")
             // Kept versions: at most `keepVersions` of the last compaction that ran, per item, all before the horizon.
+            // (Plus every event of a change pending at the horizon, which the snapshot carries.)
+            let pendingAtHorizon = horizon > 0 ? try h.store.projection(userId: h.userId, at: horizon).pending : [:]
             for id in try h.store.itemsWithKeptVersions(userId: h.userId) {
                 let kept = try h.store.keptVersions(userId: h.userId, cipherId: id)
-                #expect(kept.count <= appliedKeepVersions && kept.allSatisfy { $0.sequence <= horizon && $0.type.isOperation })
+                let carried = Set(pendingAtHorizon[id]?.versionSequences ?? [])
+                #expect(kept.filter { $0.type.isOperation && !carried.contains($0.sequence) }.count <= appliedKeepVersions)
+                #expect(kept.allSatisfy { $0.sequence <= horizon })
             }
             // More history for the second round.
             _ = try Self.appendRandomHistory(h, seed: UInt64(seed) &+ 1000, count: 30)
@@ -106,25 +118,44 @@ import VaultLogTesting
         #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
     }
 
-    /// A pending item pins the horizon: nothing of its change is removed, whatever the policy,
-    /// and the plan says why.
-    @Test func pendingItem_pinsTheHorizon_andThePlanSaysSo() async throws {
+    /// A pending change does not hold the horizon back: its events go into the snapshot as
+    /// they were stored, and the resolver still reads every intermediate version by sequence.
+    /// Seven offline password changes (an overflow copy needs each of them), compacted away
+    /// before the server is back: every password is on the server afterwards.
+    @Test func pendingChange_isCarriedInTheSnapshot_andStillResolvesWithEveryPassword() async throws {
         let h = try Harness()
         var view = try await h.seedSynced("Bank")
-        h.server.fail(with: NotConnectedError(), times: 3)
-        view.login?.password = "offline-1"
-        _ = try await h.repository().updateCipher(view)
-        let pendingSince = try #require(try h.pending("server-Bank")?.versionSequences.first)
-        // Plenty of resolved history after it, all old.
-        _ = try Self.appendResolvedEdits(h, items: 3, editsEach: 5)
-        h.clock.advance(by: 90 * 86_400)
-        let plan = try h.store.compactionPlan(userId: h.userId, policy: .default)
-        #expect(plan.horizon == nil || plan.horizon! < pendingSince)
-        #expect(plan.limitedBy.contains("server-Bank") && plan.limitedBy.contains("\(pendingSince)"), "\(plan.limitedBy)")
-        let events = try h.store.events(userId: h.userId).map(\.sequence)
-        try await h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
-        #expect(try h.store.events(userId: h.userId).map(\.sequence) == events.filter { $0 > (plan.horizon ?? 0) })
-        #expect(try h.pending("server-Bank")?.offlinePasswordChangeCount == 1)
+        _ = try Self.appendResolvedEdits(h, items: 3, editsEach: 4)
+        h.server.fail(with: NotConnectedError(), times: 7)
+        for n in 1...7 {
+            h.clock.advance(by: 60)
+            view.login?.password = "offline-\(n)"
+            _ = try await h.repository().updateCipher(view)
+        }
+        let change = try #require(try h.pending("server-Bank"))
+        #expect(change.offlinePasswordChangeCount == 7)
+        h.clock.advance(by: 86_400)
+        let result = try await h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+        #expect(result.plan.horizon == (try h.store.log.lastSequence()), "nothing holds the horizon back")
+        #expect(result.plan.carriedEvents == 7)
+        #expect(try h.store.events(userId: h.userId).isEmpty)
+        #expect(try h.pending("server-Bank") == change)
+        #expect(try h.store.pendingCount(userId: h.userId) == 1)
+        h.store.lock(userId: h.userId)
+        #expect(try h.store.pendingState(userId: h.userId).pending == ["server-Bank": .update], "a locked vault still knows from the snapshot")
+        h.store.unlock(userId: h.userId, userKey: h.userKey)
+
+        let report = try await OfflineSyncResolver(store: h.store, server: h.server).processPendingChanges(userId: h.userId)
+        let left = try h.store.pendingCount(userId: h.userId)
+        #expect(report.items.count == 1 && left == 0, "\(report.items)")
+        var onServer: Set<String> = []
+        for cipher in h.server.state.withLock({ Array($0.ciphers.values) }) {
+            let view = try cipher.decrypt(userKey: h.userKey)
+            if let password = view.login?.password { onServer.insert(password) }
+            for old in view.passwordHistory ?? [] { if let password = old.password { onServer.insert(password) } }
+        }
+        #expect((1...7).allSatisfy { onServer.contains("offline-\($0)") }, "every offline password is on the server: \(onServer.sorted())")
+        #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
     }
 
     /// Resolved edits: for each of `items` items, `editsEach` updates each followed by `resolved`.
@@ -156,6 +187,7 @@ import VaultLogTesting
         #expect(result.counts.removedEvents == oldEvents)
         #expect(result.plan.retainedEvents == 2 * 3 * 2)
         #expect(result.plan.limitedBy.contains("younger than 30 days"), "\(result.plan.limitedBy)")
+        #expect(result.plan.carriedEvents == 0)
         #expect(try h.store.events(userId: h.userId).count == 12)
         #expect(try h.store.itemsWithKeptVersions(userId: h.userId) == ["old0", "old1", "old2", "old3"])
         let kept = try h.store.keptVersions(userId: h.userId, cipherId: "old2")
