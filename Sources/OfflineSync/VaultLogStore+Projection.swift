@@ -217,6 +217,24 @@ extension VaultLogStore {
         return (projection, folded)
     }
 
+    /// The pending set from headers alone right after `sequence` (time travel while locked). In
+    /// a compacted log it starts from the snapshot's pending set at the horizon; a sequence
+    /// before the horizon is ``OfflineSyncError/compacted(userId:sequence:horizon:)``.
+    public func pendingFromHeaders(userId: String, at sequence: UInt64) throws -> HeaderProjection {
+        try log.read { reader in
+            var projection = try snapshotHeaderState(reader, userId: userId) ?? HeaderProjection()
+            if projection.lastSequence > 0, sequence < projection.lastSequence {
+                throw OfflineSyncError.compacted(userId: userId, sequence: sequence, horizon: projection.lastSequence)
+            }
+            try reader.forEachHeader(userId: userId, after: projection.lastSequence) { header in
+                guard header.sequence <= sequence else { return false }
+                projection.apply(header)
+                return true
+            }
+            return projection
+        }
+    }
+
     /// Whether `sequence` is one of the user's events (a pending checkpoint must end at one).
     static func isEventOf(_ userId: String, _ sequence: UInt64, _ reader: LogReader) throws -> Bool {
         try sequence == 0 || reader.hasEvent(userId: userId, at: sequence)

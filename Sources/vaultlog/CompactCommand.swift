@@ -9,11 +9,11 @@ struct Compact: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Apply a retention policy: replace old resolved history with a sealed snapshot, then rewrite the file.",
         discussion: """
-        The user's events up to the newest point where nothing was pending and everything is \
-        older than --keep-days are replaced by a snapshot sealed with the user's key: the \
-        projection at that point (the horizon) and the last --keep-versions versions of every \
-        item. Events of a pending, dead-lettered or unreadable item are never removed. After \
-        that, the store is rewritten with LMDB's compacting copy and renamed into place, so \
+        The user's events older than --keep-days are replaced by a snapshot sealed with the \
+        user's key: the projection after the last of them (the horizon), every event of a \
+        change still pending or dead-lettered there (carried as it was stored), and the last \
+        --keep-versions versions of every item. An event that cannot be read stops the horizon \
+        before it. After that, the store is rewritten with LMDB's compacting copy and renamed into place, so \
         the removed ciphertext does not stay in free pages; a kill at any point leaves the old \
         store or the new one, both complete. No other process may have the store open.
 
@@ -66,6 +66,8 @@ struct Compact: ParsableCommand {
         var retainedEvents: Int
         var itemsWithKeptVersions: Int
         var keptVersions: Int
+        /// Events of changes pending at the horizon, carried in the snapshot as stored.
+        var carriedEvents: Int
         var limitedBy: String
         var fileBytesBefore: Int
         var fileBytesAfter: Int?
@@ -141,7 +143,8 @@ extension Compact.Report {
                   cutoff: Format.iso(millis: Int64(plan.cutoff.timeIntervalSince1970 * 1000)),
                   previousHorizon: plan.currentHorizon, horizon: plan.horizon,
                   removedEvents: plan.removableEvents, retainedEvents: plan.retainedEvents,
-                  itemsWithKeptVersions: plan.itemsWithVersions, keptVersions: plan.keptVersions, limitedBy: plan.limitedBy,
+                  itemsWithKeptVersions: plan.itemsWithVersions, keptVersions: plan.keptVersions, carriedEvents: plan.carriedEvents,
+                  limitedBy: plan.limitedBy,
                   fileBytesBefore: before, fileBytesAfter: after)
     }
 
@@ -166,7 +169,8 @@ extension Compact.Report {
             rows.append(["events", "nothing to remove; \(retainedEvents) kept"
                          + (previousHorizon > 0 ? " (already compacted before sequence \(previousHorizon))" : "")])
         }
-        rows.append(["snapshot", "\(keptVersions) versions of \(itemsWithKeptVersions) items kept"])
+        rows.append(["snapshot", "\(keptVersions) versions of \(itemsWithKeptVersions) items kept"
+                     + (carriedEvents > 0 ? "; \(carriedEvents) events of pending changes carried as stored" : "")])
         rows.append(["limited by", limitedBy])
         if let fileBytesAfter {
             rows.append(["file", "\(Format.bytes(fileBytesBefore)) → \(Format.bytes(fileBytesAfter)) (data.mdb rewritten without free pages)"])

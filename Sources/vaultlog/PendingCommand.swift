@@ -78,11 +78,8 @@ struct Pending: ParsableCommand {
         if let only, projections[only] == nil {
             throw CLIError.usage("the store has no user \(only)")
         }
-        try store.log.read { reader in
-            try reader.forEachHeader(from: 1, to: sequence) { header in
-                projections[header.userId]?.apply(header)
-                return true
-            }
+        for user in projections.keys {
+            projections[user] = try store.pendingFromHeaders(userId: user, at: sequence)
         }
         return projections.sorted { $0.key < $1.key }.map { user, projection in
             let pending = projection.pending.sorted { $0.key < $1.key }

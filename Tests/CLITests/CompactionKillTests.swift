@@ -29,13 +29,15 @@ import VaultLogTesting
     enum Phase: String, CaseIterable { case untouched = "before the write", compacted = "after the write, file not yet rewritten", rewritten = "file rewritten" }
 
     static func killLoop(binary: String) throws -> [String] {
-        // Pending items half-way: the horizon stops there and half the log is kept (and copied).
-        let fixture = try HistoryFixture(items: 100, edits: 40, pending: 5, pendingAfter: 20)
+        // 40 rounds of edits 12 hours apart, ending now, and 5 changes pending half-way (carried
+        // in the snapshot): 10 days kept, so half the log stays (and is copied).
+        let fixture = try HistoryFixture(items: 100, edits: 40, pending: 5, pendingAfter: 20,
+                                         start: Date().addingTimeInterval(-20 * 86_400), roundSeconds: 12 * 3600)
         let pristine = fixture.dir.file("pristine")
         try FileManager.default.createDirectory(atPath: pristine, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: fixture.store + "/data.mdb", toPath: pristine + "/data.mdb")
         let pristineSize = try FileManager.default.attributesOfItem(atPath: pristine + "/data.mdb")[.size] as? Int ?? 0
-        let arguments = ["--keep-days", "0", "--keep-versions", "2", "--user-key-file", fixture.keyFile]
+        let arguments = ["--keep-days", "10", "--keep-versions", "2", "--user-key-file", fixture.keyFile]
         let (pendingBefore, allEvents) = try Self.state(of: pristine, key: fixture.userKey)
 
         // One run to completion: its duration spreads the kills, its result is "the new store".
