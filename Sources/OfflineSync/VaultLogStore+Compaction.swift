@@ -58,7 +58,7 @@ public struct CompactionPlan: Sendable, Equatable {
     public var carriedEvents: Int = 0
 }
 
-/// What ``VaultLogStore/compact(userId:policy:now:)`` did.
+/// What `VaultLogStore.compact(userId:policy:now:)` did.
 public struct CompactionResult: Sendable, Equatable {
     /// The plan carried out.
     public var plan: CompactionPlan
@@ -115,7 +115,7 @@ extension VaultLogStore {
         try log.read { try $0.snapshotInfo(userId: userId) }
     }
 
-    /// What ``compact(userId:policy:now:)`` would remove, without changing anything.
+    /// What `compact(userId:policy:now:)` would remove, without changing anything.
     public func compactionPlan(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) throws -> CompactionPlan {
         try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now()).plan
     }
@@ -135,7 +135,7 @@ extension VaultLogStore {
         return finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
     }
 
-    /// ``compact(userId:policy:now:)`` with its write on the store's writer thread, for async
+    /// `compact(userId:policy:now:)` with its write on the store's writer thread, for async
     /// callers (for example after a successful sync).
     @discardableResult
     public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) async throws -> CompactionResult {
