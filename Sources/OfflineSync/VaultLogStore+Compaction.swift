@@ -58,21 +58,40 @@ public struct CompactionPlan: Sendable, Equatable {
     public var carriedEvents: Int = 0
 }
 
-/// What `VaultLogStore.compact(userId:policy:now:)` did.
+/// What `VaultLogStore.compact(userId:policy:now:eventsPerTransaction:)` did: one or more
+/// steps, each a complete compaction in one write transaction.
 public struct CompactionResult: Sendable, Equatable {
-    /// The plan carried out.
+    /// The plan carried out (over all steps: the first step's previous horizon, the last one's
+    /// horizon, the events removed by all of them).
     public var plan: CompactionPlan
-    /// Records removed by the write.
+    /// Records removed by the writes.
     public var counts: CompactionCounts
-    /// How long the one write transaction took (the longest a save waited for it), in seconds.
+    /// How long the longest write transaction took (the longest a save waited), in seconds.
     public var writeSeconds: Double
-    /// How long the fold and sealing before the write took (no transaction held), in seconds.
+    /// How long the folds and sealing before the writes took (no transaction held), in seconds.
     public var prepareSeconds: Double = 0
+    /// Write transactions (steps); 0 when nothing was removed.
+    public var transactions: Int = 0
 }
 
 extension CompactionResult {
     init(_ prepared: VaultLogStore.PreparedCompaction, prepareSeconds: Double, counts: CompactionCounts = CompactionCounts(), writeSeconds: Double = 0) {
-        self.init(plan: prepared.plan, counts: counts, writeSeconds: writeSeconds, prepareSeconds: prepareSeconds)
+        self.init(plan: prepared.plan, counts: counts, writeSeconds: writeSeconds, prepareSeconds: prepareSeconds,
+                  transactions: prepared.plan.horizon == nil ? 0 : 1)
+    }
+
+    /// This result followed by `next`, the step after it.
+    func then(_ next: CompactionResult) -> CompactionResult {
+        var out = next
+        out.plan.currentHorizon = plan.currentHorizon
+        out.plan.removableEvents += plan.removableEvents
+        out.counts.removedEvents += counts.removedEvents
+        out.counts.removedIndexEntries += counts.removedIndexEntries
+        out.counts.removedCheckpoints += counts.removedCheckpoints
+        out.writeSeconds = max(writeSeconds, next.writeSeconds)
+        out.prepareSeconds += prepareSeconds
+        out.transactions += transactions
+        return out
     }
 }
 
@@ -115,36 +134,57 @@ extension VaultLogStore {
         try log.read { try $0.snapshotInfo(userId: userId) }
     }
 
-    /// What `compact(userId:policy:now:)` would remove, without changing anything.
+    /// What `compact(userId:policy:now:eventsPerTransaction:)` would remove, without changing anything.
     public func compactionPlan(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) throws -> CompactionPlan {
-        try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now()).plan
+        try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now(), maxEvents: .max).plan
     }
+
+    /// Events one compaction step removes at most: the write transaction of a step that large
+    /// took about 150 ms on the benchmark machine, so a save never waits longer than that.
+    public static let compactionEventsPerTransaction = 20_000
 
     /// Compacts the user's log under `policy`: the events older than `policy.keepDays` are
     /// replaced by a sealed snapshot (the projection after the last of them, every event of the
-    /// changes still pending there, and the last `policy.keepVersions` versions of every item). Reading and sealing happen before the write; the write is one transaction, so a
-    /// save waits at most for that one. The file keeps its size (LMDB reuses the freed pages);
+    /// changes still pending there, and the last `policy.keepVersions` versions of every item).
+    /// Reading and sealing happen outside any transaction. The removal goes in steps of at most
+    /// `eventsPerTransaction` events, each a complete compaction in one write transaction, so a
+    /// save waits at most for one step, and a crash between steps leaves a valid store
+    /// compacted part of the way. The file keeps its size (LMDB reuses the freed pages);
     /// ``compactAndClose(userIds:policy:now:)`` also rewrites the file.
     @discardableResult
-    public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) throws -> CompactionResult {
-        let (prepared, prepareSeconds) = try timedPreparation(userId: userId, policy: policy, now: now)
-        guard prepared.plan.horizon != nil else { return CompactionResult(prepared, prepareSeconds: prepareSeconds) }
-        let key = try keys(userId).sealing
-        let started = ContinuousClock.now
-        let counts = try log.write { try self.writeCompaction(prepared, txn: $0, key: key) }
-        return finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
+    public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil,
+                        eventsPerTransaction: Int = compactionEventsPerTransaction) throws -> CompactionResult {
+        let now = now ?? dependencies.now()
+        var result: CompactionResult?
+        while true {
+            let (prepared, prepareSeconds) = try timedPreparation(userId: userId, policy: policy, now: now, maxEvents: eventsPerTransaction)
+            guard prepared.plan.horizon != nil else { return result ?? CompactionResult(prepared, prepareSeconds: prepareSeconds) }
+            let key = try keys(userId).sealing
+            let started = ContinuousClock.now
+            let counts = try log.write { try self.writeCompaction(prepared, txn: $0, key: key) }
+            let step = finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
+            result = result.map { $0.then(step) } ?? step
+            guard prepared.reachedLimit else { return result! }
+        }
     }
 
-    /// `compact(userId:policy:now:)` with its write on the store's writer thread, for async
-    /// callers (for example after a successful sync).
+    /// `compact(userId:policy:now:eventsPerTransaction:)` with its writes on the store's writer
+    /// thread, for async callers (for example after a successful sync).
     @discardableResult
-    public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil) async throws -> CompactionResult {
-        let (prepared, prepareSeconds) = try timedPreparation(userId: userId, policy: policy, now: now)
-        guard prepared.plan.horizon != nil else { return CompactionResult(prepared, prepareSeconds: prepareSeconds) }
-        let key = try keys(userId).sealing
-        let started = ContinuousClock.now
-        let counts = try await log.writeAsync { try self.writeCompaction(prepared, txn: $0, key: key) }
-        return finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
+    public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil,
+                        eventsPerTransaction: Int = compactionEventsPerTransaction) async throws -> CompactionResult {
+        let now = now ?? dependencies.now()
+        var result: CompactionResult?
+        while true {
+            let (prepared, prepareSeconds) = try timedPreparation(userId: userId, policy: policy, now: now, maxEvents: eventsPerTransaction)
+            guard prepared.plan.horizon != nil else { return result ?? CompactionResult(prepared, prepareSeconds: prepareSeconds) }
+            let key = try keys(userId).sealing
+            let started = ContinuousClock.now
+            let counts = try await log.writeAsync { try self.writeCompaction(prepared, txn: $0, key: key) }
+            let step = finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
+            result = result.map { $0.then(step) } ?? step
+            guard prepared.reachedLimit else { return result! }
+        }
     }
 
     /// Compacts each user's log (each must be unlocked), closes the store and rewrites its file
@@ -197,6 +237,8 @@ extension VaultLogStore {
         var payload: [UInt8]
         var state: [UInt8]
         var items: [String: [UInt8]]
+        /// The fold stopped at the step's event limit (more may be removable).
+        var reachedLimit = false
     }
 
     /// The snapshot's body (authenticated), or nil when never compacted.
@@ -246,7 +288,7 @@ extension VaultLogStore {
     /// cannot be read): the last event folded is the new horizon. Collects the versions kept for
     /// each item and, for every item still pending there, the envelopes of its pending change,
     /// which the snapshot carries (the resolver reads intermediate versions by sequence).
-    func prepareCompaction(userId: String, policy: RetentionPolicy, now: Date) throws -> PreparedCompaction {
+    func prepareCompaction(userId: String, policy: RetentionPolicy, now: Date, maxEvents: Int) throws -> PreparedCompaction {
         let keys = try keys(userId)
         let cutoff = now.addingTimeInterval(-Double(policy.keepDays) * 86_400)
         let cutoffMillis = Int64((cutoff.timeIntervalSince1970 * 1000).rounded(.down))
@@ -269,6 +311,7 @@ extension VaultLogStore {
         var added: [String: [KeptVersion]] = [:]
         var folded = 0, total = 0
         var stop: String?
+        var reachedLimit = false
         var after = currentHorizon
         let limit = max(1, policy.keepVersions)
         while true {
@@ -277,6 +320,11 @@ extension VaultLogStore {
             after = last.header.sequence
             total += batch.count
             for envelope in batch where stop == nil {
+                guard folded < maxEvents else {
+                    stop = "one step removes at most \(maxEvents) events; the next step goes on"
+                    reachedLimit = true
+                    break
+                }
                 let header = envelope.header
                 guard header.recordedAtMillis <= cutoffMillis else {
                     stop = "events after \(Self.iso(cutoff)) are younger than \(policy.keepDays) days"
@@ -340,7 +388,8 @@ extension VaultLogStore {
                                   horizon: projection.lastSequence, removableEvents: folded, retainedEvents: total - folded,
                                   itemsWithVersions: items.count, keptVersions: keptCount, limitedBy: limitedBy,
                                   carriedEvents: carried.count)
-        return PreparedCompaction(plan: plan, payload: Array(try encoder.encode(body)), state: PendingCheckpoint.encode(headers), items: items)
+        return PreparedCompaction(plan: plan, payload: Array(try encoder.encode(body)), state: PendingCheckpoint.encode(headers), items: items,
+                                  reachedLimit: reachedLimit)
     }
 
     /// Adds the versions folded by this compaction to the kept ones, the last `keep` per item.
@@ -375,9 +424,9 @@ extension VaultLogStore {
     }
 
     /// The plan (and what to write) for `compact`, and how long it took.
-    func timedPreparation(userId: String, policy: RetentionPolicy, now: Date?) throws -> (PreparedCompaction, Double) {
+    func timedPreparation(userId: String, policy: RetentionPolicy, now: Date, maxEvents: Int) throws -> (PreparedCompaction, Double) {
         let begun = ContinuousClock.now
-        let prepared = try prepareCompaction(userId: userId, policy: policy, now: now ?? dependencies.now())
+        let prepared = try prepareCompaction(userId: userId, policy: policy, now: now, maxEvents: max(1, maxEvents))
         return (prepared, (ContinuousClock.now - begun).seconds)
     }
 

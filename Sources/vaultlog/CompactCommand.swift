@@ -73,8 +73,10 @@ struct Compact: ParsableCommand {
         var fileBytesAfter: Int?
         /// The fold and sealing before the write.
         var prepareMilliseconds: Double?
-        /// The one write transaction.
+        /// The longest write transaction (a save waited at most this long).
         var writeMilliseconds: Double?
+        /// Write transactions (steps of at most 20,000 events).
+        var transactions: Int?
         /// The compacting copy and rename of the file.
         var copyMilliseconds: Double?
     }
@@ -151,7 +153,8 @@ extension Compact.Report {
     init(_ result: CompactionResult, before: Int, after: Int, copyMilliseconds: Double) {
         self.init(result.plan, dryRun: false, before: before, after: after)
         prepareMilliseconds = result.prepareSeconds * 1000
-        writeMilliseconds = result.plan.horizon == nil ? nil : result.writeSeconds * 1000
+        writeMilliseconds = result.transactions == 0 ? nil : result.writeSeconds * 1000
+        transactions = result.transactions
         self.copyMilliseconds = copyMilliseconds
     }
 
@@ -179,7 +182,9 @@ extension Compact.Report {
         }
         if let prepareMilliseconds, let copyMilliseconds {
             rows.append(["time", "fold and seal \(Format.decimal(prepareMilliseconds)) ms, "
-                         + (writeMilliseconds.map { "write \(Format.decimal($0)) ms in one transaction, " } ?? "")
+                         + (writeMilliseconds.map { ms in
+                             (transactions ?? 1) > 1 ? "\(transactions!) write transactions (the longest \(Format.decimal(ms)) ms), "
+                                 : "write \(Format.decimal(ms)) ms in one transaction, " } ?? "")
                          + "file rewrite \(Format.decimal(copyMilliseconds)) ms"])
         }
         for line in Format.table(rows) { Console.out(line) }

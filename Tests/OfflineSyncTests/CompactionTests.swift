@@ -63,7 +63,11 @@ import VaultLogTesting
             let lastBefore = try h.store.log.lastSequence()
             let keepDays = Int(rng.next() % 4)
             let keepVersions = Int(rng.next() % 4)
-            let result = try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: keepDays, keepVersions: keepVersions))
+            // In steps of a few events, or in one: each step is a compaction of its own.
+            let step = [3, 10, 20_000][Int(rng.next() % 3)]
+            let result = try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: keepDays, keepVersions: keepVersions),
+                                             eventsPerTransaction: step)
+            #expect(result.transactions == (result.counts.removedEvents == 0 ? 0 : (result.counts.removedEvents + step - 1) / step))
             let horizon = try h.store.horizon(userId: h.userId)
             #expect(horizon == (result.plan.horizon ?? result.plan.currentHorizon), "seed \(seed) round \(round)")
             let retained = Set(try h.store.events(userId: h.userId).map(\.sequence))
@@ -200,6 +204,24 @@ import VaultLogTesting
         #expect(try h.store.horizon(userId: h.userId) == UInt64(oldEvents))
         #expect(throws: OfflineSyncError.vaultLocked(userId: h.userId)) { try h.store.keptVersions(userId: h.userId, cipherId: "old2") }
         #expect(try h.store.pendingCount(userId: h.userId) == 0)
+    }
+
+    /// A compaction in steps of 7 events ends where one step ends: the same horizon, the same
+    /// projection, the same kept versions; every step was its own write transaction.
+    @Test func compactionInSteps_endsWhereOneStepEnds() throws {
+        var outcomes: [(UInt64, Projection, [VaultEvent])] = []
+        for step in [7, 20_000] {
+            let h = try Harness()
+            _ = try Self.appendResolvedEdits(h, items: 4, editsEach: 10)
+            h.clock.advance(by: 86_400)
+            let result = try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 3), eventsPerTransaction: step)
+            #expect(result.transactions == (step == 7 ? 12 : 1), "80 events in steps of \(step)")
+            #expect(result.counts.removedEvents == 80 && result.plan.currentHorizon == 0 && result.plan.horizon == 80)
+            #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
+            outcomes.append((try h.store.horizon(userId: h.userId), try h.store.projection(userId: h.userId),
+                             try h.store.keptVersions(userId: h.userId, cipherId: "r2")))
+        }
+        #expect(outcomes[0].0 == outcomes[1].0 && outcomes[0].1 == outcomes[1].1 && outcomes[0].2 == outcomes[1].2)
     }
 
     /// An item permanently deleted (and resolved) before the horizon keeps no versions.
