@@ -69,8 +69,8 @@ func runCompactionBench(quick: Bool, results: Results) throws {
         store = try open()
         let eventsAfter = result!.plan.retainedEvents
         let bytesAfter = fileBytes()
-        progress(String(format: "compaction: removed %d events (horizon %d) in %.2f s (write transaction %.0f ms), copy %.2f s; %d → %d bytes",
-                        result!.counts.removedEvents, result!.plan.horizon ?? 0, compactSeconds, writeSeconds * 1000, copySeconds,
+        progress(String(format: "compaction: removed %d events (horizon %d) in %.2f s (%d write transactions, the longest %.0f ms), copy %.2f s; %d → %d bytes",
+                        result!.counts.removedEvents, result!.plan.horizon ?? 0, compactSeconds, result!.transactions, writeSeconds * 1000, copySeconds,
                         file!.bytesBefore, file!.bytesAfter))
 
         // The continuing workload: 200 items edited and resolved a day; a compaction every 7 days.
@@ -98,13 +98,14 @@ func runCompactionBench(quick: Bool, results: Results) throws {
 
         let one = { (value: Double) in Stats(values: [value]) }
         let extra = ["events_before": "\(eventsBefore)", "events_after": "\(eventsAfter)", "events_steady": "\(eventsSteady)",
-                     "removed": "\(result!.counts.removedEvents)", "kept_versions": "\(result!.plan.keptVersions)"]
+                     "removed": "\(result!.counts.removedEvents)", "kept_versions": "\(result!.plan.keptVersions)",
+                     "write_transactions": "\(result!.transactions)"]
         results.add(Figure(group: "compaction", bench: "store_before", metric: "size", unit: "MB", value: one(Double(bytesBefore) / 1e6), extra: extra))
         results.add(Figure(group: "compaction", bench: "store_after", metric: "size", unit: "MB", value: one(Double(bytesAfter) / 1e6), extra: extra))
         results.add(Figure(group: "compaction", bench: "compact_default_policy", metric: "time", unit: "s", value: one(compactSeconds), extra: extra,
                            note: "fold of the whole log, sealing the snapshot, and the write transaction"))
         results.add(Figure(group: "compaction", bench: "compact_write_transaction", metric: "time", unit: "ms", value: one(writeSeconds * 1000), extra: extra,
-                           note: "the longest a save waits for the compaction"))
+                           note: "the longest of its write transactions: the longest a save waits for the compaction"))
         results.add(Figure(group: "compaction", bench: "compacting_copy", metric: "time", unit: "s", value: one(copySeconds), extra: extra))
         results.add(Figure(group: "compaction", bench: "steady_state_store", metric: "size", unit: "MB", value: one(Double(last) / 1e6),
                            extra: ["sizes_by_week_mb": sizes.map { String(format: "%.1f", Double($0.bytes) / 1e6) }.joined(separator: " "),
