@@ -65,6 +65,9 @@ graph:
 # free loopback port; it checks with a second client that the server holds its edit.
 EXAMPLE_SCRATCH := .build/example
 example: build
+	@# SwiftPM does not notice a file added to a path dependency (VaultLog itself) when it reuses
+	@# the example's build plan; dropping the plan makes it plan again (objects are still reused).
+	@rm -f $(EXAMPLE_SCRATCH)/debug.yaml
 	$(SWIFT) build --package-path Examples/EmbeddingApp --scratch-path $(EXAMPLE_SCRATCH)
 	@bin=$$($(SWIFT) build --show-bin-path); work=$$(mktemp -d); \
 	VAULTLOG_PASSWORD=example-password $$bin/vaultlog serve --port 0 --account app@example.com --kdf pbkdf2 --iterations 5000 \
