@@ -243,11 +243,15 @@ extension VaultLogStore {
 
     /// The snapshot's body (authenticated), or nil when never compacted.
     func snapshotBody(userId: String, key: SealingKey) throws -> SnapshotBody? {
-        guard let (info, payload) = try log.read({ try $0.snapshot(userId: userId, key: key) }) else { return nil }
+        guard let (_, payload) = try log.read({ try $0.snapshot(userId: userId, key: key) }) else { return nil }
+        return try Self.decodeSnapshot(payload, userId: userId)
+    }
+
+    static func decodeSnapshot(_ payload: [UInt8], userId: String) throws -> SnapshotBody {
         do {
             return try JSONDecoder().decode(SnapshotBody.self, from: Data(payload))
         } catch {
-            throw EventLogError.snapshot("the compaction snapshot of user \(userId) (horizon \(info.horizon)) does not decode (\(error)); restore the store from a backup or an export")
+            throw EventLogError.snapshot("the compaction snapshot of user \(userId) does not decode (\(error)); restore the store from a backup or an export")
         }
     }
 

@@ -41,10 +41,24 @@ extension VaultLogStore {
     /// Folds the user's events after `projection.lastSequence` up to `sequence` into it, in
     /// batches of ``foldBatch`` read in one short transaction each; each batch is opened and
     /// decoded on all cores, then applied in order.
+    ///
+    /// A compaction may have removed events `projection` has not folded yet (a projection kept in
+    /// memory while the log was compacted): the fold then starts again from the snapshot.
     func fold(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey) throws {
         while true {
-            let batch = try log.read { try $0.envelopes(userId: userId, after: projection.lastSequence, limit: Self.foldBatch) }
-                .filter { $0.header.sequence <= sequence }
+            let read = try log.read { reader -> [Envelope]? in
+                guard try reader.horizon(userId: userId) <= projection.lastSequence else { return nil }
+                return try reader.envelopes(userId: userId, after: projection.lastSequence, limit: Self.foldBatch)
+            }
+            guard let read else {
+                let horizon = try horizon(userId: userId)
+                guard sequence >= horizon, let snapshot = try snapshotProjection(userId: userId, key: key) else {
+                    throw OfflineSyncError.compacted(userId: userId, sequence: sequence, horizon: horizon)
+                }
+                projection = snapshot
+                continue
+            }
+            let batch = read.filter { $0.header.sequence <= sequence }
             guard !batch.isEmpty else { return }
             // One event that cannot be opened or decoded quarantines its item only.
             apply(batch, to: &projection, key: key)
@@ -55,6 +69,11 @@ extension VaultLogStore {
     /// Folds the user's events after `projection.lastSequence` as `reader` sees them (inside a
     /// write transaction: the state a decision in that transaction acts on).
     func foldTail(into projection: inout Projection, reader: LogReader, key: SealingKey) throws {
+        // Compacted past what `projection` folded: start from the snapshot this transaction sees.
+        if try reader.horizon(userId: projection.userId) > projection.lastSequence {
+            guard let (_, payload) = try reader.snapshot(userId: projection.userId, key: key) else { return }
+            projection = try Self.decodeSnapshot(payload, userId: projection.userId).projection
+        }
         while true {
             let batch = try reader.envelopes(userId: projection.userId, after: projection.lastSequence, limit: Self.foldBatch)
             guard !batch.isEmpty else { return }

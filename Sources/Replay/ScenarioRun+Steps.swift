@@ -210,29 +210,35 @@ extension Run {
         }
     }
 
-    /// A compaction under the step's policy, then a reopen (so the next fold starts from the
-    /// snapshot, not from memory): the projection, the pending set from headers and every kept
-    /// state must be what they were. Compaction needs the key: a locked vault skips it.
+    /// A compaction under the step's policy. The projection must then be what it was before:
+    /// first as the same store gives it (its in-memory projection may not have folded the last
+    /// events, which the compaction may have removed), then after a reopen (the fold starts from
+    /// the snapshot), and so must the pending set from headers. Compaction needs the key: a
+    /// locked vault skips it.
     func compact(_ step: ScenarioStep, index: Int) throws {
         let user = try self.user(step.user, step: index)
         guard store.isUnlocked(userId: user.userId) else { return }
         let policy = RetentionPolicy(keepDays: step.keepDays ?? RetentionPolicy.default.keepDays,
                                      keepVersions: step.keepVersions ?? RetentionPolicy.default.keepVersions)
-        let before = try store.projection(userId: user.userId)
+        // As of the last event, without touching the store's in-memory projection.
+        let before = try store.projection(userId: user.userId, at: store.log.lastSequence())
         let headersBefore = try store.pendingFromHeaders(userId: user.userId).pending
         let result = try store.compact(userId: user.userId, policy: policy)
         compactedEvents += result.counts.removedEvents
+        try expectSame(before, try store.projection(userId: user.userId), user: user, horizon: result.plan.horizon, step: index, when: "in the same store")
         try reopen()
-        let after = try store.projection(userId: user.userId)
-        guard after == before else {
-            let items = Set(before.pending.keys).union(after.pending.keys).filter { before.pending[$0] != after.pending[$0] }.sorted()
-            throw ReplayError.badStep(index: index, reason: "compaction through \(result.plan.horizon ?? 0) changed the projection of user \(user.ref): "
-                                      + (items.isEmpty ? "id map, sync state or quarantine differ" : "the pending change of \(items.joined(separator: ", ")) differs"))
-        }
+        try expectSame(before, try store.projection(userId: user.userId), user: user, horizon: result.plan.horizon, step: index, when: "after a reopen")
         let headersAfter = try store.pendingFromHeaders(userId: user.userId).pending
         guard headersAfter == headersBefore else {
             throw ReplayError.badStep(index: index, reason: "compaction through \(result.plan.horizon ?? 0) changed the pending set from headers of user \(user.ref)")
         }
+    }
+
+    func expectSame(_ before: Projection, _ after: Projection, user: User, horizon: UInt64?, step index: Int, when: String) throws {
+        guard after != before else { return }
+        let items = Set(before.pending.keys).union(after.pending.keys).filter { before.pending[$0] != after.pending[$0] }.sorted()
+        throw ReplayError.badStep(index: index, reason: "compaction through \(horizon ?? 0) changed the projection of user \(user.ref) (\(when)): "
+                                  + (items.isEmpty ? "id map, sync state or quarantine differ" : "the pending change of \(items.joined(separator: ", ")) differs"))
     }
 
     func applyFault(_ fault: ScenarioFault, index: Int) throws {

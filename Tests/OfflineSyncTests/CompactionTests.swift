@@ -206,6 +206,55 @@ import VaultLogTesting
         #expect(try h.store.pendingCount(userId: h.userId) == 0)
     }
 
+    /// The store keeps each unlocked user's projection in memory and folds only what came
+    /// after it. A compaction that removed events the cached projection had not folded yet must
+    /// not make the next fold skip them: the projection after it equals a fold in a fresh store.
+    @Test func compactionBehindACachedProjection_doesNotMakeTheFoldSkipEvents() throws {
+        let h = try Harness()
+        _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 2)
+        _ = try h.store.projection(userId: h.userId)     // cached as of event 8
+        let cipher = try Harness.login("p", password: "pw").encrypt(userKey: h.userKey, random: SeededRandomSource(seed: 6))
+        for n in 0..<4 {
+            h.clock.advance(by: 60)
+            let at = BitwardenDate(h.clock.now)
+            try h.store.append(userId: h.userId, cipherId: "p\(n % 2)", type: .updated,
+                               body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: at, at: at)))
+        }
+        h.clock.advance(by: 86_400)
+        try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+        let cached = try h.store.projection(userId: h.userId)
+        let path = h.dir.path
+        h.store.close()
+        let fresh = try VaultLogStore(path: path)
+        defer { fresh.close() }
+        fresh.unlock(userId: h.userId, userKey: h.userKey)
+        #expect(cached == (try fresh.projection(userId: h.userId)))
+        #expect(cached.pending.keys.sorted() == ["p0", "p1"])
+        #expect(cached.pending["p0"]?.offlinePasswordChangeCount == 2)
+    }
+
+    /// The same inside a write transaction (a sync's replace brings the projection it read
+    /// before the transaction up to date with `foldTail`): a compaction in between makes it
+    /// start again from the snapshot that transaction sees.
+    @Test func foldTail_afterACompactionItHadNotSeen_startsFromTheSnapshot() throws {
+        let h = try Harness()
+        _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 2)
+        var stale = try h.store.projection(userId: h.userId)
+        let cipher = try Harness.login("p", password: "pw").encrypt(userKey: h.userKey, random: SeededRandomSource(seed: 6))
+        for n in 0..<3 {
+            h.clock.advance(by: 60)
+            let at = BitwardenDate(h.clock.now)
+            try h.store.append(userId: h.userId, cipherId: "p\(n % 2)", type: .updated,
+                               body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: at, at: at)))
+        }
+        h.clock.advance(by: 86_400)
+        try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+        let key = SealingKey(userKey: h.userKey)
+        try h.store.log.write { txn in try h.store.foldTail(into: &stale, reader: txn.reader, key: key) }
+        #expect(stale == (try h.store.projection(userId: h.userId, at: try h.store.log.lastSequence())))
+        #expect(stale.pending.keys.sorted() == ["p0", "p1"])
+    }
+
     /// A compaction in steps of 7 events ends where one step ends: the same horizon, the same
     /// projection, the same kept versions; every step was its own write transaction.
     @Test func compactionInSteps_endsWhereOneStepEnds() throws {
