@@ -296,10 +296,15 @@ extension VaultLogStore {
         let keys = try keys(userId)
         let cutoff = now.addingTimeInterval(-Double(policy.keepDays) * 86_400)
         let cutoffMillis = Int64((cutoff.timeIntervalSince1970 * 1000).rounded(.down))
-        let snapshot = try snapshotBody(userId: userId, key: keys.sealing)
-        let currentHorizon = try horizon(userId: userId)
+        // The snapshot, its horizon and its pending set from one read transaction, so they
+        // cannot come from two different compactions.
+        let (stored, storedState) = try log.read { reader in
+            (try reader.snapshot(userId: userId, key: keys.sealing), try snapshotHeaderState(reader, userId: userId))
+        }
+        let snapshot = try stored.map { try Self.decodeSnapshot($0.payload, userId: userId) }
+        let currentHorizon = stored?.info.horizon ?? 0
         var projection = snapshot?.projection ?? Projection(userId: userId)
-        var headers = try log.read { try snapshotHeaderState($0, userId: userId) } ?? HeaderProjection()
+        var headers = storedState ?? HeaderProjection()
         // The envelopes of each pending item's change so far (carried from the last snapshot).
         var runs: [String: [Data]] = [:]
         for bytes in snapshot?.carried ?? [] {

@@ -162,6 +162,17 @@ import VaultLogTesting
         #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
     }
 
+    /// `count` offline password changes, alternating between items p0 and p1, left pending.
+    static func appendPendingEdits(_ h: Harness, count: Int) throws {
+        let cipher = try Harness.login("p", password: "pw").encrypt(userKey: h.userKey, random: SeededRandomSource(seed: 6))
+        for n in 0..<count {
+            h.clock.advance(by: 60)
+            let at = BitwardenDate(h.clock.now)
+            try h.store.append(userId: h.userId, cipherId: "p\(n % 2)", type: .updated,
+                               body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: at, at: at)))
+        }
+    }
+
     /// Resolved edits: for each of `items` items, `editsEach` updates each followed by `resolved`.
     static func appendResolvedEdits(_ h: Harness, items: Int, editsEach: Int, prefix: String = "r") throws -> Cipher {
         let cipher = try Harness.login("item", password: "pw").encrypt(userKey: h.userKey, random: SeededRandomSource(seed: 3))
@@ -213,13 +224,7 @@ import VaultLogTesting
         let h = try Harness()
         _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 2)
         _ = try h.store.projection(userId: h.userId)     // cached as of event 8
-        let cipher = try Harness.login("p", password: "pw").encrypt(userKey: h.userKey, random: SeededRandomSource(seed: 6))
-        for n in 0..<4 {
-            h.clock.advance(by: 60)
-            let at = BitwardenDate(h.clock.now)
-            try h.store.append(userId: h.userId, cipherId: "p\(n % 2)", type: .updated,
-                               body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: at, at: at)))
-        }
+        try Self.appendPendingEdits(h, count: 4)
         h.clock.advance(by: 86_400)
         try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
         let cached = try h.store.projection(userId: h.userId)
@@ -240,13 +245,7 @@ import VaultLogTesting
         let h = try Harness()
         _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 2)
         var stale = try h.store.projection(userId: h.userId)
-        let cipher = try Harness.login("p", password: "pw").encrypt(userKey: h.userKey, random: SeededRandomSource(seed: 6))
-        for n in 0..<3 {
-            h.clock.advance(by: 60)
-            let at = BitwardenDate(h.clock.now)
-            try h.store.append(userId: h.userId, cipherId: "p\(n % 2)", type: .updated,
-                               body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: at, at: at)))
-        }
+        try Self.appendPendingEdits(h, count: 3)
         h.clock.advance(by: 86_400)
         try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
         let key = SealingKey(userKey: h.userKey)
