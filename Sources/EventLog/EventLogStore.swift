@@ -132,6 +132,13 @@ public final class EventLogStore: Sendable {
         try environment.write { try body(LogTransaction(transaction: $0, store: self)) }
     }
 
+    /// ``write(_:)`` with group commit for blocking callers on several threads: writes that
+    /// queue up while a commit is in progress share the next one (see
+    /// `Environment.writeGrouped(_:)`). `body` may run on another caller's thread.
+    public func writeGrouped<T>(_ body: (LogTransaction) throws -> T) throws -> T {
+        try environment.writeGrouped { try body(LogTransaction(transaction: $0, store: self)) }
+    }
+
     /// ``write(_:)`` on the environment's writer thread.
     public func writeAsync<T: Sendable>(_ body: @escaping @Sendable (LogTransaction) throws -> T) async throws -> T {
         try await environment.writeAsync { try body(LogTransaction(transaction: $0, store: self)) }

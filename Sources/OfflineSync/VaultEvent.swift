@@ -287,8 +287,15 @@ public struct VaultEvent: Sendable, Equatable {
     /// "passwordChanged":…,"v":1}`, sorted keys as ``encode(_:)`` writes) without decoding the
     /// cipher; nil for any other shape (the caller then decodes it fully).
     static func operationSummary(header: EventHeader, plaintext: [UInt8], placeholder: Cipher) -> VaultEvent? {
+        operationSummaryAndCipher(header: header, plaintext: plaintext, placeholder: placeholder)?.event
+    }
+
+    /// ``operationSummary(header:plaintext:placeholder:)`` and where the cipher's JSON object is
+    /// in `plaintext` (not checked: decoding it is the caller's business).
+    static func operationSummaryAndCipher(header: EventHeader, plaintext: [UInt8],
+                                          placeholder: Cipher) -> (event: VaultEvent, cipher: Range<Int>)? {
         guard let type = VaultEventType(rawValue: header.eventType), type.isOperation else { return nil }
-        return plaintext.withUnsafeBufferPointer { b -> VaultEvent? in
+        return plaintext.withUnsafeBufferPointer { b -> (event: VaultEvent, cipher: Range<Int>)? in
             func starts(_ literal: StaticString, at offset: Int) -> Bool {
                 let n = literal.utf8CodeUnitCount
                 guard offset >= 0, offset + n <= b.count else { return false }
@@ -313,26 +320,68 @@ public struct VaultEvent: Sendable, Equatable {
             }
             guard starts(",\"cipher\":{", at: offset) else { return nil }
             let passwordChanged: Bool
+            let cipherEnd: Int
             if starts("},\"passwordChanged\":true,\"v\":1}", at: b.count - 31) {
                 passwordChanged = true
+                cipherEnd = b.count - 30
             } else if starts("},\"passwordChanged\":false,\"v\":1}", at: b.count - 32) {
                 passwordChanged = false
+                cipherEnd = b.count - 31
             } else {
                 return nil
             }
-            return VaultEvent(header: header, type: type,
-                              body: .operation(OperationBody(cipher: placeholder, passwordChanged: passwordChanged, baseRevisionDate: base, at: at)))
+            let event = VaultEvent(header: header, type: type,
+                                   body: .operation(OperationBody(cipher: placeholder, passwordChanged: passwordChanged, baseRevisionDate: base, at: at)))
+            return (event, (offset + 10)..<cipherEnd)
         }
     }
 
     /// Encodes a body for appending.
     static func encode(_ body: Body) throws -> [UInt8] {
+        switch body {
+        case .operation(let op): return try encodeOperation(op, cipherJSON: encodeCipher(op.cipher))
+        case .outcome(let outcome): return Array(try canonicalEncoder().encode(outcome))
+        }
+    }
+
+    /// The encoder of stored bodies: sorted keys, the canonical shape
+    /// ``operationSummary(header:plaintext:placeholder:)`` reads.
+    static func canonicalEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        switch body {
-        case .operation(let op): return Array(try encoder.encode(op))
-        case .outcome(let outcome): return Array(try encoder.encode(outcome))
+        return encoder
+    }
+
+    /// A cipher's JSON as a stored operation body holds it (and the local item cache, which
+    /// then stores the same bytes without encoding the cipher a second time).
+    static func encodeCipher(_ cipher: Cipher) throws -> [UInt8] {
+        Array(try canonicalEncoder().encode(cipher))
+    }
+
+    /// The operation body's JSON with `cipherJSON` (``encodeCipher(_:)`` of `op.cipher`) spliced
+    /// in where the encoder puts it: byte for byte what encoding `op` whole gives (tested), at
+    /// the cost of encoding the four small fields. The cipher is most of a save's encoding.
+    static func encodeOperation(_ op: OperationBody, cipherJSON: [UInt8]) throws -> [UInt8] {
+        /// `OperationBody` without its cipher: `{"at":…,["baseRevisionDate":…,]"passwordChanged":…,"v":…}`.
+        struct Rest: Encodable {
+            var at: BitwardenDate
+            var baseRevisionDate: BitwardenDate?
+            var passwordChanged: Bool
+            var v: Int
         }
+        let rest = Array(try canonicalEncoder().encode(Rest(at: op.at, baseRevisionDate: op.baseRevisionDate,
+                                                             passwordChanged: op.passwordChanged, v: op.v)))
+        let marker = Array(",\"passwordChanged\":".utf8)
+        guard let split = rest.firstRange(of: marker)?.lowerBound else {
+            preconditionFailure("the encoder wrote an operation body without passwordChanged")
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(rest.count + cipherJSON.count + 10)
+        out += rest[..<split]
+        out += Array(",\"cipher\":".utf8)
+        out += cipherJSON
+        out += rest[split...]
+        return out
     }
 }
 

@@ -48,9 +48,12 @@ extension VaultLogStore {
     @discardableResult
     package func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange],
                         beforeCommit: ((LogTransaction) throws -> Void)?) throws -> [UInt64] {
-        let (keys, newEvents) = try prepare(userId: userId, events: events)
-        let sequences = try log.write { txn -> [UInt64] in
-            for change in localChanges { try apply(change, userId: userId, in: txn) }
+        let encodedChanges = try localChanges.map { try Self.encode($0, userId: userId) }
+        let (keys, newEvents) = try prepare(userId: userId, events: events, localChanges: localChanges, encodedChanges: encodedChanges)
+        // Grouped: saves from several threads (the app, an extension, the resolver's outcomes)
+        // share a commit and its device flushes; each returns once its own save is durable.
+        let sequences = try log.writeGrouped { txn -> [UInt64] in
+            for change in encodedChanges { try apply(change, in: txn) }
             let sequences = try txn.append(newEvents, key: keys.sealing)
             try beforeCommit?(txn)
             return sequences
@@ -74,25 +77,38 @@ extension VaultLogStore {
     /// code, on the log's writer thread (see the single-event form).
     @discardableResult
     public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
-        let (keys, newEvents) = try prepare(userId: userId, events: events)
+        let encodedChanges = try localChanges.map { try Self.encode($0, userId: userId) }
+        let (keys, newEvents) = try prepare(userId: userId, events: events, localChanges: localChanges, encodedChanges: encodedChanges)
         let sequences = try await log.writeAsync { txn -> [UInt64] in
-            for change in localChanges { try self.apply(change, userId: userId, in: txn) }
+            for change in encodedChanges { try self.apply(change, in: txn) }
             return try txn.append(newEvents, key: keys.sealing)
         }
         notifyObservers(userId: userId)
         return sequences
     }
 
-    private func prepare(userId: String, events: [PlannedEvent]) throws -> (UnlockedKeys, [NewEvent]) {
+    /// The events to append, their bodies encoded. An operation whose cipher is also a local
+    /// upsert of the same save (the usual offline edit) reuses that upsert's JSON.
+    private func prepare(userId: String, events: [PlannedEvent], localChanges: [LocalChange],
+                         encodedChanges: [EncodedLocalChange]) throws -> (UnlockedKeys, [NewEvent]) {
         let keys = try keys(userId)
         let newEvents = try events.map { event -> NewEvent in
             let at: Date
+            let body: [UInt8]
             switch event.body {
-            case .operation(let op): at = op.at.date
-            case .outcome(let outcome): at = outcome.at.date
+            case .operation(let op):
+                at = op.at.date
+                let shared = zip(localChanges, encodedChanges).first { change, _ in
+                    if case .upsert(let cipher) = change { return cipher == op.cipher }
+                    return false
+                }
+                body = try VaultEvent.encodeOperation(op, cipherJSON: shared?.1.value ?? VaultEvent.encodeCipher(op.cipher))
+            case .outcome(let outcome):
+                at = outcome.at.date
+                body = try VaultEvent.encode(event.body)
             }
             return NewEvent(userId: userId, cipherId: event.cipherId, eventType: event.type.rawValue,
-                            recordedAtMillis: Self.millis(at), body: try VaultEvent.encode(event.body))
+                            recordedAtMillis: Self.millis(at), body: body)
         }
         return (keys, newEvents)
     }

@@ -59,12 +59,32 @@ extension VaultLogStore {
     }
 
     func apply(_ change: LocalChange, userId: String, in txn: LogTransaction) throws {
+        try apply(try Self.encode(change, userId: userId), in: txn)
+    }
+
+    /// A local change with its key and JSON made, so that work stays out of the write
+    /// transaction (where a group commit would run it on one thread for every saver).
+    struct EncodedLocalChange: Sendable {
+        let key: [UInt8]
+        /// nil: delete.
+        let value: [UInt8]?
+    }
+
+    static func encode(_ change: LocalChange, userId: String) throws -> EncodedLocalChange {
         switch change {
         case .upsert(let cipher):
             guard let id = cipher.id else { throw OfflineSyncError.missingCipherId }
-            try txn.put(ciphers, key: Self.cipherKey(userId, id), value: Array(try JSONEncoder().encode(cipher)))
+            return EncodedLocalChange(key: cipherKey(userId, id), value: try VaultEvent.encodeCipher(cipher))
         case .delete(let id):
-            try txn.delete(ciphers, key: Self.cipherKey(userId, id))
+            return EncodedLocalChange(key: cipherKey(userId, id), value: nil)
+        }
+    }
+
+    func apply(_ change: EncodedLocalChange, in txn: LogTransaction) throws {
+        if let value = change.value {
+            try txn.put(ciphers, key: change.key, value: value)
+        } else {
+            try txn.delete(ciphers, key: change.key)
         }
     }
 

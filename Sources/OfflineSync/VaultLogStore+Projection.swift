@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import Logging
+import Synchronization
 import VaultCrypto
 import VaultModel
 
@@ -44,7 +45,73 @@ extension VaultLogStore {
     ///
     /// A compaction may have removed events `projection` has not folded yet (a projection kept in
     /// memory while the log was compacted): the fold then starts again from the snapshot.
+    ///
+    /// The fold is lazy about snapshots: no operation's cipher is decoded while events are
+    /// applied (the fold reads only the small fields of each body); the latest snapshot of each
+    /// item still pending is decoded once at the end. Should one of those not decode (a
+    /// canonical-looking body with a broken cipher, which only a writer holding the key could
+    /// make), the fold runs again eagerly from where it started, so the result, quarantines
+    /// included, is what the eager fold gives (``eagerFolds`` makes every fold eager, for tests).
     func fold(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey) throws {
+        let start = projection
+        var deferred = DeferredSnapshots()
+        if !Self.eagerFolds.load(ordering: .relaxed) {
+            try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: true)
+            if Self.materialize(deferred, into: &projection) { return }
+            logger.warning("a pending item's latest snapshot does not decode; folding again eagerly", metadata: ["user": "\(userId)"])
+            projection = start
+        }
+        try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: false)
+    }
+
+    /// The oracle of the lazy fold: folds the user's whole log (from the snapshot when
+    /// compacted) lazily and eagerly, and compares both with each other and with the projection
+    /// this store keeps. Nil when they agree, else what differs. Does not touch the cache.
+    package func lazyFoldDisagreement(userId: String) throws -> String? {
+        let keys = try keys(userId)
+        var lazy = Projection(userId: userId)
+        var deferred = DeferredSnapshots()
+        try foldLoop(into: &lazy, userId: userId, upTo: .max, key: keys.sealing, deferred: &deferred, lazy: true)
+        guard Self.materialize(deferred, into: &lazy) else { return "a deferred snapshot of user \(userId) did not decode" }
+        var eager = Projection(userId: userId)
+        try foldLoop(into: &eager, userId: userId, upTo: .max, key: keys.sealing, deferred: &deferred, lazy: false)
+        if lazy != eager {
+            let items = Set(lazy.pending.keys).union(eager.pending.keys).filter { lazy.pending[$0] != eager.pending[$0] }
+            return "lazy and eager folds of user \(userId) differ (items \(items.sorted().joined(separator: ", ")); id maps equal: \(lazy.idMap == eager.idMap))"
+        }
+        let kept = try projection(userId: userId)
+        var keptUpToLast = kept
+        keptUpToLast.lastSequence = eager.lastSequence
+        if keptUpToLast.pending != eager.pending || kept.idMap != eager.idMap {
+            return "the projection kept in memory for user \(userId) differs from a fold from scratch"
+        }
+        return nil
+    }
+
+    /// Makes every fold decode each batch's latest snapshots as it goes (the fold before lazy
+    /// snapshots): tests compare the two.
+    package static let eagerFolds = Atomic<Bool>(false)
+
+    /// The JSON of the latest snapshot of items, by cipher id, with the sequence of its event.
+    typealias DeferredSnapshots = [String: (sequence: UInt64, json: ArraySlice<UInt8>)]
+
+    /// Decodes the deferred snapshots of items still pending whose latest version they are (in
+    /// parallel); false if one does not decode.
+    static func materialize(_ deferred: DeferredSnapshots, into projection: inout Projection) -> Bool {
+        let due = deferred.filter { id, entry in projection.pending[id]?.versionSequences.last == entry.sequence }.map { ($0.key, $0.value.json) }
+        let decoded = parallelMap(count: due.count, threshold: 64) { i in
+            try? JSONDecoder().decode(Cipher.self, from: Data(due[i].1))
+        }
+        for ((id, _), cipher) in zip(due, decoded) {
+            guard let cipher else { return false }
+            projection.pending[id]?.latest = cipher
+        }
+        return true
+    }
+
+    /// The fold's loop; with `deferred`, lazy (see the public form).
+    private func foldLoop(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
+                          deferred: inout DeferredSnapshots, lazy: Bool) throws {
         while true {
             let read = try log.read { reader -> [Envelope]? in
                 guard try reader.horizon(userId: userId) <= projection.lastSequence else { return nil }
@@ -56,12 +123,17 @@ extension VaultLogStore {
                     throw OfflineSyncError.compacted(userId: userId, sequence: sequence, horizon: horizon)
                 }
                 projection = snapshot
+                deferred.removeAll()
                 continue
             }
             let batch = read.filter { $0.header.sequence <= sequence }
             guard !batch.isEmpty else { return }
             // One event that cannot be opened or decoded quarantines its item only.
-            apply(batch, to: &projection, key: key)
+            if lazy {
+                applyLazily(batch, to: &projection, key: key, deferred: &deferred)
+            } else {
+                apply(batch, to: &projection, key: key)
+            }
             guard batch.count == Self.foldBatch else { return }
         }
     }
@@ -87,6 +159,44 @@ extension VaultLogStore {
         for (envelope, result) in zip(batch, Self.decodeEach(batch, key: key)) {
             switch result {
             case .success(let event): projection.apply(event)
+            case .failure(let error):
+                logger.error("event cannot be read; its item is quarantined", metadata: [
+                    "sequence": "\(envelope.header.sequence)", "cipher": "\(envelope.header.cipherId)", "error": "\(error)"])
+                projection.quarantine(envelope.header, reason: "\(error)")
+            }
+        }
+    }
+
+    /// ``apply(_:to:key:)`` without decoding any operation's cipher: each canonical operation
+    /// body is read for its small fields, and the cipher's JSON of an event that became its
+    /// item's latest version is kept in `deferred` for ``materialize(_:into:)``.
+    private func applyLazily(_ batch: [Envelope], to projection: inout Projection, key: SealingKey,
+                             deferred: inout DeferredSnapshots) {
+        let placeholder = Cipher(type: .login)
+        let opened = parallelMap(count: batch.count, threshold: 256) { i in
+            Result { () -> (VaultEvent, ArraySlice<UInt8>?) in
+                let envelope = batch[i]
+                guard VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true else {
+                    return (try VaultEvent(envelope: envelope, key: key), nil)
+                }
+                let plaintext = try envelope.open(key: key)
+                if let (event, range) = VaultEvent.operationSummaryAndCipher(header: envelope.header, plaintext: plaintext,
+                                                                             placeholder: placeholder) {
+                    return (event, plaintext[range])
+                }
+                return (try VaultEvent(header: envelope.header, plaintext: plaintext), nil)
+            }
+        }
+        for (envelope, result) in zip(batch, opened) {
+            switch result {
+            case .success(let (event, json)):
+                projection.apply(event)
+                // Applied (not skipped for a quarantine) and now the item's latest version.
+                if let json, projection.pending[event.cipherId]?.versionSequences.last == event.sequence {
+                    deferred[event.cipherId] = (event.sequence, json)
+                } else if event.type.isOperation {
+                    deferred[event.cipherId] = nil
+                }
             case .failure(let error):
                 logger.error("event cannot be read; its item is quarantined", metadata: [
                     "sequence": "\(envelope.header.sequence)", "cipher": "\(envelope.header.cipherId)", "error": "\(error)"])

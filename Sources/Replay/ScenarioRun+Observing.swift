@@ -37,6 +37,9 @@ extension Run {
             if wasLocked { store.unlock(userId: user.userId, userKey: user.userKey) }
             defer { if wasLocked { store.lock(userId: user.userId) } }
             let projection = try store.projection(userId: user.userId)
+            if let difference = try store.lazyFoldDisagreement(userId: user.userId) {
+                throw ReplayError.badStep(index: scenario.steps.count - 1, reason: difference)
+            }
             pending[user.ref] = projection.pendingCount
             let events = try store.events(userId: user.userId)
             for (ref, entry) in refs where entry.user == user.ref {

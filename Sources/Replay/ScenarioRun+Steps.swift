@@ -22,6 +22,7 @@ extension Run {
             runner.onProgress?("step \(index + 1) of \(scenario.steps.count): \(step.do)")
             do {
                 try await perform(step, index: index)
+                if index % 4 == 3 { try checkLazyFolds(index: index) }
                 if let expected = step.expectError {
                     throw ReplayError.badStep(index: index, reason: "expected an error containing '\(expected)', but '\(step.do)' succeeded")
                 }
@@ -33,6 +34,16 @@ extension Run {
                 guard let expected = step.expectError, "\(error)".contains(expected) else {
                     throw ReplayError.badStep(index: index, reason: "'\(step.do)' failed: \(error)")
                 }
+            }
+        }
+    }
+
+    /// The fold reads no snapshot until the end of a fold: the projection it gives must be
+    /// the eager fold's, for every unlocked user (checked every fourth step and at the end).
+    func checkLazyFolds(index: Int) throws {
+        for user in users where store.isUnlocked(userId: user.userId) {
+            if let difference = try store.lazyFoldDisagreement(userId: user.userId) {
+                throw ReplayError.badStep(index: index, reason: difference)
             }
         }
     }

@@ -1,5 +1,6 @@
 import Testing
 import Foundation
+import Synchronization
 @testable import LMDB
 
 @Suite struct EnvironmentTests {
@@ -54,6 +55,65 @@ import Foundation
         let stored = try reopened.read { try $0.count(db2) }
         #expect(stored == 63)
         #expect(try reopened.read { try $0.get(db2, key: self.key(13)) } == nil)
+        reopened.close()
+    }
+
+    /// Group commit for blocking callers: while one thread's write holds the writer, seven
+    /// other threads queue theirs; the next of them to get the lock commits all seven in one
+    /// transaction. Each caller gets its own return value; the one that throws loses only its
+    /// own changes; the others are there after reopening.
+    @Test func concurrentBlockingWrites_shareOneCommit_andAFailingOneIsIsolated() throws {
+        struct Boom: Error {}
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let db = try env.openDatabase("things")
+        let before = try env.info().lastTransactionID
+        let outcomes = Mutex<[UInt64: String]>([:])
+        let first = DispatchSemaphore(value: 0)
+        let group = DispatchGroup()
+        // Threads of their own (a dispatch pool may not start eight on two cores). The first
+        // write waits inside its transaction until the seven others are queued.
+        func onThread(_ body: @escaping @Sendable () -> Void) {
+            group.enter()
+            Thread.detachNewThread { body(); group.leave() }
+        }
+        onThread {
+            let value = try? env.writeGrouped { txn -> UInt64 in
+                first.signal()
+                let deadline = Date().addingTimeInterval(10)
+                while env.groupedWrites.withLock({ $0.count }) < 7 && Date() < deadline { usleep(1000) }
+                try txn.put(db, key: self.key(0), value: [0])
+                return 0
+            }
+            outcomes.withLock { $0[0] = value.map { "returned \($0)" } ?? "failed" }
+        }
+        first.wait()
+        for n in UInt64(1)..<8 {
+            onThread {
+                do {
+                    let value = try env.writeGrouped { txn -> UInt64 in
+                        try txn.put(db, key: self.key(n), value: [UInt8(n)])
+                        if n == 5 { throw Boom() }
+                        return n * 10
+                    }
+                    outcomes.withLock { $0[n] = "returned \(value)" }
+                } catch {
+                    outcomes.withLock { $0[n] = error is Boom ? "Boom" : "\(error)" }
+                }
+            }
+        }
+        group.wait()
+        let seen = outcomes.withLock { $0 }
+        #expect(seen[0] == "returned 0")
+        #expect(seen[5] == "Boom")
+        for n in UInt64(1)..<8 where n != 5 { #expect(seen[n] == "returned \(n * 10)") }
+        let commits = try env.info().lastTransactionID - before
+        #expect(commits == 2, "8 blocking writes took \(commits) commits")
+        env.close()
+        let reopened = try Environment(path: dir.path)
+        let db2 = try reopened.openDatabase("things")
+        #expect(try reopened.read { try $0.count(db2) } == 7)
+        #expect(try reopened.read { try $0.get(db2, key: self.key(5)) } == nil)
         reopened.close()
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VaultCrypto
 import VaultModel
+import EventLog
 @testable import OfflineSync
 
 /// One unreadable event quarantines its item only; only the server's answers count towards
@@ -38,6 +39,31 @@ import VaultModel
             .fetchSync(userId: h.userId)
         guard case .aborted(_, let reasons, _) = sync else { Issue.record("\(sync)"); return }
         #expect(reasons.contains { $0.contains("quarantined") })
+    }
+
+    /// The fold decodes no snapshot until its end. An authentic body of the canonical shape
+    /// whose cipher does not decode is found only then: the fold runs again eagerly, and the
+    /// item is quarantined at that event exactly as an eager fold does; the other item keeps
+    /// its latest snapshot.
+    @Test func canonicalBodyWithABrokenCipher_isQuarantinedByTheLazyFold() async throws {
+        let h = try await Self.twoPendingItems()
+        let keys = try h.store.keys(h.userId)
+        let bank = try #require(try h.store.projection(userId: h.userId).pending["server-Bank"]?.latest)
+        let good = try VaultEvent.encode(.operation(OperationBody(cipher: bank, passwordChanged: true, baseRevisionDate: nil,
+                                                                  at: BitwardenDate(h.clock.now))))
+        let broken = Array(String(decoding: good, as: UTF8.self).replacingOccurrences(of: "\"type\":1", with: "\"type\":\"x\"").utf8)
+        #expect(broken != good)
+        let header = EventHeader(sequence: 1, userId: h.userId, cipherId: "server-Bank", eventType: VaultEventType.updated.rawValue, recordedAtMillis: 0)
+        #expect(VaultEvent.operationSummary(header: header, plaintext: broken, placeholder: Cipher(type: .login)) != nil,
+                "the broken body keeps the canonical shape the lazy fold reads")
+        try h.store.log.append(NewEvent(userId: h.userId, cipherId: "server-Bank", eventType: VaultEventType.updated.rawValue,
+                                        recordedAtMillis: 0, body: broken), key: keys.sealing)
+        h.store.lock(userId: h.userId)
+        h.store.unlock(userId: h.userId, userKey: h.userKey)
+        let projection = try h.store.projection(userId: h.userId)
+        #expect(projection.quarantined?["server-Bank"]?.contains("event 3") == true, "\(projection.quarantined ?? [:])")
+        let mail = try #require(projection.pending["server-Mail"])
+        #expect(try mail.latest.decrypt(userKey: h.userKey).login?.password == "Mail-pw-1")
     }
 
     @Test func unreachableServer_neverCountsTowardsDeadLetters() async throws {

@@ -335,6 +335,24 @@ struct XorShift {
         #expect(VaultEvent.operationSummary(header: header, plaintext: other, placeholder: Cipher(type: .login)) == nil)
     }
 
+    /// A save encodes the cipher once and splices it into the operation body: the bytes are
+    /// exactly what encoding the whole body gives (for every optional field present or absent,
+    /// and text that needs escaping), so stored bodies and the fold's fast path are unchanged.
+    @Test(arguments: [true, false], [true, false])
+    func splicedOperationBody_isTheWholeEncoding(passwordChanged: Bool, withBase: Bool) throws {
+        let h = try Harness()
+        var view = Harness.login("name \"quoted\" / {braces} ,\"passwordChanged\": é", password: "pw\\")
+        view.notes = "line\nbreak"
+        let cipher = try view.encrypt(userKey: h.userKey)
+        let body = OperationBody(cipher: cipher, passwordChanged: passwordChanged,
+                                 baseRevisionDate: withBase ? try BitwardenDate("2026-01-01T00:00:00.1234567Z") : nil,
+                                 at: try BitwardenDate("2026-02-03T04:05:06.7000000Z"))
+        let whole = Array(try VaultEvent.canonicalEncoder().encode(body))
+        let spliced = try VaultEvent.encodeOperation(body, cipherJSON: VaultEvent.encodeCipher(cipher))
+        #expect(spliced == whole, "\(String(decoding: spliced, as: UTF8.self))\n\(String(decoding: whole, as: UTF8.self))")
+        #expect(try VaultEvent.encode(.operation(body)) == whole)
+    }
+
     /// The body schema version is checked: a body from a newer schema is refused with the
     /// version named, never read as if it were version 1 (operations and outcomes alike).
     @Test(arguments: [VaultEventType.updated, VaultEventType.pushed])
