@@ -144,6 +144,7 @@ bench-deps: deps
 # Build output goes to stderr: stdout of bench and bench-quick is only the JSON lines.
 bench-build: bench-deps
 	@cd Benchmarks && $(SWIFT) build -c release --product vaultlog-bench >&2
+	@cd Benchmarks && $(SWIFT) build -c release --product vaultlog >&2   # the resolver group's separate server
 
 bench: bench-build
 	@$(BENCH) suite $${BENCH_GROUPS:+--groups $$BENCH_GROUPS} --report Docs/Performance.md --analysis Benchmarks/analysis.md --command "make bench"

@@ -28,7 +28,11 @@ func runAppendBench(quick: Bool, results: Results) throws {
             options.environment.mapSize = Swift.max(64 << 20, rounds * events * 900)
             stores[batch] = try EventLogStore(path: dir + "/batch-\(batch)", options: options)
         }
-        let stats = try interleave(rounds: rounds, plan.map { batch, events in
+        // Resident memory must stay flat however many events go through: the peak over the
+        // group and the anonymous RSS after each round of the largest batch.
+        let baseline = anonymousRSS()
+        var afterRounds: [Double] = []
+        let (stats, peak) = try measuringPeakAnonymousRSS { try interleave(rounds: rounds, plan.map { batch, events in
             ("batch_\(batch)", {
                 let store = stores[batch]!
                 let batchEvents = Array(template.prefix(batch))
@@ -39,13 +43,16 @@ func runAppendBench(quick: Bool, results: Results) throws {
                         appended += batch
                     }
                 }
+                if batch == 10_000 { afterRounds.append(Double(anonymousRSS() - baseline) / 1_048_576) }
                 return Double(events) / seconds
             })
-        })
+        }) }
         for (batch, events) in plan {
             results.add(Figure(group: "append", bench: "sealed_append_batch_\(batch)", metric: "throughput", unit: "events/s",
                                value: stats["batch_\(batch)"]!, target: batch == 10_000 ? .atLeast(300_000) : nil,
-                               extra: ["batch": "\(batch)", "events_per_round": "\(events)", "body_bytes": "600"]))
+                               extra: ["batch": "\(batch)", "events_per_round": "\(events)", "body_bytes": "600"].merging(
+                                   batch == 10_000 ? ["peak_anon_rss_mib": json(Double(peak - baseline) / 1_048_576),
+                                                      "anon_rss_after_each_round_mib": "[" + afterRounds.map(json).joined(separator: ", ") + "]"] : [:]) { a, _ in a }))
         }
     }
 }

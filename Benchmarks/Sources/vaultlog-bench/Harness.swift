@@ -110,7 +110,9 @@ struct Figure: Sendable {
             ("spread", json(value.relativeSpread)), ("min", json(value.min)), ("max", json(value.max)),
             ("runs", "\(value.values.count)"),
         ]
-        if let target { fields.append(("target", json(target.text))); fields.append(("met", met! ? "true" : "false")) }
+        // Every line has `ratio`, `target` and `met` (null where a figure has none).
+        fields.append(("target", target.map { json($0.text) } ?? "null"))
+        fields.append(("met", met.map { $0 ? "true" : "false" } ?? "null"))
         for (key, raw) in extra.sorted(by: { $0.key < $1.key }) { fields.append((key, raw)) }
         return "{" + fields.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}"
     }

@@ -26,7 +26,8 @@ func writeReport(_ results: Results, path: String, command: String, quick: Bool,
 
 
     """
-    let groups: [(String, String)] = [("save", "1. Durable offline save"), ("append", "2. Sealed batched append"),
+    let groups: [(String, String)] = [("save", "1. Durable offline save"), ("concurrency", "1b. Durable saves, 8 savers at once"),
+                                      ("append", "2. Sealed batched append"),
                                       ("projection", "3. Projection"), ("resolver", "4. Resolver"), ("crypto", "5. Crypto"),
                                       ("export", "6. Export and import"), ("compaction", "7. Compaction")]
     for (group, title) in groups {

@@ -23,8 +23,8 @@ func runResolverBench(arguments: [String]) async throws {
     var serial: [Double] = []
     var parallel: [Double] = []
     for _ in 0..<rounds {
-        serial.append(try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: 1, creates: creates))
-        parallel.append(try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: concurrency, creates: creates))
+        serial.append(try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: 1, creates: creates).seconds)
+        parallel.append(try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: concurrency, creates: creates).seconds)
     }
     let kind = creates ? "creates" : "updates"
     let s = Stats(values: serial).median, p = Stats(values: parallel).median
@@ -36,33 +36,194 @@ func runResolverBench(arguments: [String]) async throws {
 
 /// Group 4, resolver: N pending updates, then N pending creates, resolved against the emulator
 /// over loopback HTTP with 20 ms latency per request, at concurrency 1 (the seeds' serial
-/// algorithm) and at the default concurrency, interleaved round by round.
+/// algorithm) and at the default concurrency, interleaved round by round: once with the
+/// emulator in this process, and once with `vaultlog serve` in a process of its own (client
+/// and server then do not share this process's CPU). The CPU time per resolved item is
+/// reported for both sides.
 func runResolverGroup(quick: Bool, results: Results) async throws {
     let items = quick ? 200 : 1000
     let rounds = quick ? 2 : 3
     let latencyMs = 20
     let concurrency = ResolverOptions().concurrency
-    progress("resolver: \(rounds) rounds of \(items) updates and \(items) creates, \(latencyMs) ms latency, concurrency 1 vs \(concurrency)")
-    for creates in [false, true] {
-        let stats = try await interleave(rounds: rounds, [
-            ("serial", { try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: 1, creates: creates) }),
-            ("concurrent", { try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: concurrency, creates: creates) }),
-        ])
-        let serial = stats["serial"]!, concurrent = stats["concurrent"]!
-        let kind = creates ? "creates" : "updates"
-        // Items per second, so "higher is better" as in the other groups; the ratio is the speed-up.
-        let rate = Stats(values: concurrent.values.map { Double(items) / $0 })
-        let serialRate = Stats(values: serial.values.map { Double(items) / $0 })
-        results.add(Figure(group: "resolver", bench: "resolver_\(kind)", metric: "throughput", unit: "items/s", value: rate,
-                           baseline: "concurrency_1", baselineValue: serialRate, ratio: serial.median / concurrent.median,
-                           target: creates ? nil : .ratioAtLeast(10),
-                           extra: ["items": "\(items)", "latency_ms": "\(latencyMs)", "concurrency": "\(concurrency)",
-                                   "wall_s": json(concurrent.median), "serial_wall_s": json(serial.median)]))
+    let serve = vaultlogBinary()
+    progress("resolver: \(rounds) rounds of \(items) updates and \(items) creates, \(latencyMs) ms latency, concurrency 1 vs \(concurrency), emulator in process and in `\(serve)`")
+    for external in [false, true] {
+        for creates in [false, true] {
+            var cpu: [String: [ResolveRun]] = [:]
+            func run(_ c: Int) async throws -> Double {
+                let r = external
+                    ? try await resolveOnceExternal(items: items, latencyMs: latencyMs, concurrency: c, creates: creates, serve: serve)
+                    : try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: c, creates: creates)
+                cpu[c == 1 ? "serial" : "concurrent", default: []].append(r)
+                return r.seconds
+            }
+            let stats = try await interleave(rounds: rounds, [
+                ("serial", { try await run(1) }),
+                ("concurrent", { try await run(concurrency) }),
+            ])
+            let serial = stats["serial"]!, concurrent = stats["concurrent"]!
+            let kind = creates ? "creates" : "updates"
+            // Items per second, so "higher is better" as in the other groups; the ratio is the speed-up.
+            let rate = Stats(values: concurrent.values.map { Double(items) / $0 })
+            let serialRate = Stats(values: serial.values.map { Double(items) / $0 })
+            let runs = cpu["concurrent"] ?? []
+            func perItem(_ value: (ResolveRun) -> Double?) -> String {
+                let values = runs.compactMap(value)
+                return values.isEmpty ? "null" : json(Stats(values: values).median * 1000 / Double(items))
+            }
+            var extra = ["items": "\(items)", "latency_ms": "\(latencyMs)", "concurrency": "\(concurrency)",
+                         "wall_s": json(concurrent.median), "serial_wall_s": json(serial.median),
+                         "emulator": external ? "\"separate process (vaultlog serve)\"" : "\"in process\""]
+            if external {
+                extra["client_cpu_ms_per_item"] = perItem { $0.clientCPU }
+                extra["server_cpu_ms_per_item"] = perItem { $0.serverCPU }
+            } else {
+                extra["process_cpu_ms_per_item"] = perItem { $0.clientCPU }
+            }
+            results.add(Figure(group: "resolver", bench: "resolver_\(kind)" + (external ? "_separate_server" : ""), metric: "throughput",
+                               unit: "items/s", value: rate, baseline: "concurrency_1", baselineValue: serialRate,
+                               ratio: serial.median / concurrent.median, target: .ratioAtLeast(12), extra: extra))
+        }
+    }
+}
+
+/// One timed resolution: wall time and CPU seconds of this process and (when separate) the server's.
+struct ResolveRun {
+    var seconds: Double
+    var clientCPU: Double
+    var serverCPU: Double? = nil
+}
+
+/// CPU seconds (user + system) this process has used.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF, &usage)
+    func s(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return s(usage.ru_utime) + s(usage.ru_stime)
+}
+
+/// CPU seconds (user + system) process `pid` has used, from /proc.
+func processCPUSeconds(pid: Int32) -> Double? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return nil }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    // After the command name: state is field 3, utime 14, stime 15 (1-based in proc(5)).
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// The `vaultlog` executable next to this one (`make bench-build` builds both), or `$VAULTLOG_BIN`.
+func vaultlogBinary() -> String {
+    if let path = ProcessInfo.processInfo.environment["VAULTLOG_BIN"] { return path }
+    let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    return me.deletingLastPathComponent().appendingPathComponent("vaultlog").path
+}
+
+/// ``resolveOnce(items:latencyMs:concurrency:creates:)`` against `vaultlog serve` started for
+/// this run in a process of its own (the account and, for updates, the server's items are
+/// created over HTTP before the clock starts).
+private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, creates: Bool, serve: String) async throws -> ResolveRun {
+    guard FileManager.default.isExecutableFile(atPath: serve) else {
+        throw BenchError("\(serve) is not there: build it with `make bench-build` (or set VAULTLOG_BIN to a vaultlog executable)")
+    }
+    let email = "bench@example.com", password = "bench password"
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: serve)
+    process.arguments = ["serve", "--account", email, "--iterations", "5000", "--latency", "\(latencyMs)", "--json"]
+    var environment = ProcessInfo.processInfo.environment
+    environment["VAULTLOG_PASSWORD"] = password
+    process.environment = environment
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    defer {
+        process.terminate()
+        process.waitUntilExit()
+    }
+    // The first line of stdout is the start-up summary with the URL.
+    var line: [UInt8] = []
+    while true {
+        let byte = output.fileHandleForReading.readData(ofLength: 1)
+        guard let b = byte.first else { throw BenchError("vaultlog serve exited before printing its URL") }
+        if b == UInt8(ascii: "\n") { break }
+        line.append(b)
+    }
+    guard let summary = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
+          let text = summary["url"] as? String, let url = URL(string: text) else {
+        throw BenchError("vaultlog serve printed no URL: \(String(decoding: line, as: UTF8.self))")
+    }
+    let client = BitwardenClient(configuration: .selfHosted(url))
+    let login = try await client.login(email: email, password: password)
+    let dir = NSTemporaryDirectory() + "/vaultlog-resolver-bench-\(UUID().uuidString)"
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    let store = try VaultLogStore(path: dir)
+    store.unlock(userId: login.userId, userKey: login.userKey)
+
+    let at = BitwardenDate(Date())
+    let views = (0..<items).map { n in
+        CipherView(type: .login, name: "Item \(n)", notes: "bench", login: LoginView(username: "u\(n)", password: "old-\(n)"))
+    }
+    var events: [VaultLogStore.PlannedEvent] = []
+    var local: [LocalChange] = []
+    if creates {
+        for var view in views {
+            view.id = UUID().uuidString.lowercased()
+            let encrypted = try view.encrypt(userKey: login.userKey)
+            events.append(.init(cipherId: view.id!, type: .created,
+                                body: .operation(OperationBody(cipher: encrypted, passwordChanged: false, baseRevisionDate: nil, at: at))))
+            local.append(.upsert(encrypted))
+        }
+    } else {
+        // The server's copies, created 32 at a time (each request waits the latency).
+        let key = login.userKey
+        let onServer = try await withThrowingTaskGroup(of: [Cipher].self) { group in
+            for chunk in stride(from: 0, to: items, by: max(1, items / 32)) {
+                let slice = Array(views[chunk..<min(items, chunk + max(1, items / 32))])
+                group.addTask { try await slice.asyncMap { try await client.createCipher(try $0.encrypt(userKey: key)) } }
+            }
+            var all: [Cipher] = []
+            for try await part in group { all += part }
+            return all
+        }
+        for (n, cipher) in onServer.enumerated() {
+            var edited = try cipher.decrypt(userKey: login.userKey)
+            edited.login?.password = "new-\(n)"
+            let encrypted = try edited.encrypt(userKey: login.userKey)
+            events.append(.init(cipherId: cipher.id!, type: .updated,
+                                body: .operation(OperationBody(cipher: encrypted, passwordChanged: true,
+                                                               baseRevisionDate: cipher.revisionDate, at: at))))
+            local.append(.upsert(encrypted))
+        }
+    }
+    try await store.append(userId: login.userId, events: events, localChanges: local)
+
+    var options = ResolverOptions()
+    options.concurrency = concurrency
+    let resolver = OfflineSyncResolver(store: store, server: client, options: options)
+    let cpuBefore = processCPUSeconds(), serverBefore = processCPUSeconds(pid: process.processIdentifier)
+    let start = ContinuousClock.now
+    let report = try await resolver.processPendingChanges(userId: login.userId)
+    let elapsed = seconds(ContinuousClock.now - start)
+    let cpuAfter = processCPUSeconds(), serverAfter = processCPUSeconds(pid: process.processIdentifier)
+    precondition(report.remainingCount == 0, "resolver left \(report.remainingCount) items pending: \(report.items.filter { $0.error != nil }.prefix(3))")
+    store.close()
+    let server = serverBefore.flatMap { before in serverAfter.map { $0 - before } }
+    return ResolveRun(seconds: elapsed, clientCPU: cpuAfter - cpuBefore, serverCPU: server)
+}
+
+extension Array {
+    /// `map` with an async transform, one element after another.
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var out: [T] = []
+        out.reserveCapacity(count)
+        for element in self { out.append(try await transform(element)) }
+        return out
     }
 }
 
 /// Sets up a fresh emulator and store with `items` pending changes and times one resolution run.
-private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: Bool) async throws -> Double {
+private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: Bool) async throws -> ResolveRun {
     let emulator = BitwardenEmulator(configuration: EmulatorConfiguration())
     let url = try await emulator.start()
     defer { Task { await emulator.stop() } }
@@ -104,10 +265,12 @@ private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: 
     var options = ResolverOptions()
     options.concurrency = concurrency
     let resolver = OfflineSyncResolver(store: store, server: client, options: options)
+    let cpuBefore = processCPUSeconds()
     let start = ContinuousClock.now
     let report = try await resolver.processPendingChanges(userId: login.userId)
     let elapsed = seconds(ContinuousClock.now - start)
+    let cpu = processCPUSeconds() - cpuBefore
     precondition(report.remainingCount == 0, "resolver left \(report.remainingCount) items pending: \(report.items.filter { $0.error != nil }.prefix(3))")
     store.close()
-    return elapsed
+    return ResolveRun(seconds: elapsed, clientCPU: cpu)
 }

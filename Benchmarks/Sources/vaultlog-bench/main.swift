@@ -102,7 +102,7 @@ case "resolver":
     try await runResolverBench(arguments: Array(arguments.dropFirst()))
 default:
     FileHandle.standardError.write(Data("""
-        usage: vaultlog-bench suite [--quick] [--groups save,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
+        usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
                vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--append-only]
                vaultlog-bench breakdown [--events N]
                vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
@@ -111,7 +111,7 @@ default:
     exit(2)
 }
 
-/// `vaultlog-bench suite`: the seven comparison groups; one JSON object per figure on stdout,
+/// `vaultlog-bench suite`: the eight comparison groups; one JSON object per figure on stdout,
 /// progress on stderr, and with `--report` the Markdown report and its chart.
 func runSuite(arguments: [String]) async throws {
     func option(_ name: String) -> String? {
@@ -119,7 +119,7 @@ func runSuite(arguments: [String]) async throws {
         return arguments[i + 1]
     }
     let quick = arguments.contains("--quick")
-    let all = ["save", "append", "projection", "resolver", "crypto", "export", "compaction"]
+    let all = ["save", "concurrency", "append", "projection", "resolver", "crypto", "export", "compaction"]
     let groups = option("--groups")?.split(separator: ",").map(String.init) ?? all
     if let unknown = groups.first(where: { !all.contains($0) }) {
         throw BenchError("unknown group '\(unknown)'; the groups are \(all.joined(separator: ", "))")
@@ -129,6 +129,7 @@ func runSuite(arguments: [String]) async throws {
     for group in groups {
         switch group {
         case "save": try runSaveBench(quick: quick, results: results)
+        case "concurrency": try runConcurrencyBench(quick: quick, results: results)
         case "append": try runAppendBench(quick: quick, results: results)
         case "projection": try runProjectionBench(quick: quick, results: results)
         case "resolver": try await runResolverGroup(quick: quick, results: results)
