@@ -23,6 +23,7 @@ extension Environment {
                         var raw: OpaquePointer?
                         try check(mdb_txn_begin(env, nil, 0, &raw), "mdb_txn_begin (write)")
                         let txn = Transaction(raw: raw!, readOnly: false)
+                        keepDataFileAhead()
                         let result: T
                         do {
                             result = try body(txn)
@@ -43,13 +44,12 @@ extension Environment {
     }
 
     /// ``write(_:)`` with group commit, for blocking callers on several threads: the write is
-    /// queued, and whichever caller gets the writer lock first runs every queued write (its
-    /// own, other threads' and ``writeAsync(_:)``'s) in one transaction, each in a nested
-    /// transaction of its own, made durable by one commit. Every caller returns only after the
-    /// commit that holds its changes, with its own result or error; a body that throws rolls
-    /// back only its own changes. With one writer at a time this is ``write(_:)`` (no nested
-    /// transaction); with eight savers on this machine it cut the commits, and with them the
-    /// device flushes, per save about sevenfold.
+    /// queued; if no commit is running, this caller becomes the leader and commits every queued
+    /// write (its own, other threads' and ``writeAsync(_:)``'s) in one transaction, each in a
+    /// nested transaction of its own, made durable by one commit; otherwise it waits, and either
+    /// finds its write committed by that leader or leads the next group. Every caller returns
+    /// only after the commit that holds its changes, with its own result or error; a body that
+    /// throws rolls back only its own changes. A lone writer pays for no nested transaction.
     ///
     /// `body` may run on another caller's thread (the caller blocks until it has run), so it
     /// must not depend on locks or thread-local state of the calling thread.
@@ -62,25 +62,18 @@ extension Environment {
             } resume: { result in
                 outcome.result = result
             }
-            groupedWrites.withLock { $0.append(write) }
-            // Runs the group holding our write, unless a caller before us already committed it
-            // (then the queue no longer holds it and `outcome` is set: resumes happen under
-            // the writer lock).
-            commitGroupedWrites()
+            // `outcome` is set by a leader holding the group's lock, and read here under it.
+            leadOrWait(enqueuing: write) { outcome.result != nil }
             guard let result = outcome.result else {
-                preconditionFailure("a grouped write left the writer lock without an outcome")
+                preconditionFailure("a grouped write returned without an outcome")
             }
             return try result.get() as! T
         }
     }
 
     /// Runs a write transaction on the environment's dedicated writer thread, so that a slow
-    /// synced commit does not block a Swift concurrency thread.
-    ///
-    /// Group commit: writes that arrive while a commit is in progress are run together in the
-    /// next transaction, each in a nested transaction of its own (a body that throws rolls back
-    /// only its own changes and gets its own error), and made durable by one commit. A caller
-    /// resumes only after the commit that holds its changes; a failed commit fails them all.
+    /// synced commit does not block a Swift concurrency thread. Group-committed with the
+    /// other queued writes, as ``writeGrouped(_:)`` describes.
     public func writeAsync<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let write = GroupedWrite { txn in
@@ -88,8 +81,11 @@ extension Environment {
             } resume: { result in
                 continuation.resume(with: result.map { $0 as! T })
             }
-            groupedWrites.withLock { $0.append(write) }
-            writerQueue.async { self.commitGroupedWrites() }
+            group.condition.lock()
+            group.queue.append(write)
+            group.condition.unlock()
+            // On the writer thread: lead a group unless one already took this write.
+            writerQueue.async { self.leadOrWait(enqueuing: nil) { self.group.queue.isEmpty } }
         }
     }
 
@@ -100,7 +96,7 @@ extension Environment {
         let resume: (Result<Any, any Error>) -> Void
     }
 
-    /// Where a ``writeGrouped(_:)`` caller finds its result; set under the writer lock.
+    /// Where a ``writeGrouped(_:)`` caller finds its result; set under the group's lock.
     private final class GroupedOutcome: @unchecked Sendable {
         var result: Result<Any, any Error>?
     }
@@ -110,36 +106,49 @@ extension Environment {
         let body: (Transaction) throws -> Any
     }
 
-    /// Runs every queued write in one transaction and resumes their callers, holding the
-    /// writer lock throughout (so a blocking caller that finds the queue empty finds its
-    /// outcome set).
-    func commitGroupedWrites() {
-        writer.withLock {
-            let writes = groupedWrites.withLock { queued -> [GroupedWrite] in
-                defer { queued.removeAll() }
-                return queued
-            }
-            guard !writes.isEmpty else { return }
-            // One write: its own transaction, no nested one (a failure aborts just it).
-            if writes.count == 1 {
-                let write = writes[0]
-                let outcome: Result<Any, any Error>
-                do {
-                    outcome = .success(try writeHoldingLock { txn in try write.run(txn).get() })
-                } catch {
-                    outcome = .failure(error)
-                }
-                write.resume(outcome)
-                return
-            }
-            commitGroup(writes)
+    /// The group-commit protocol (a leader per group, as in LevelDB's write queue): under the
+    /// group's lock, queue `write`; wait while a leader commits, until `isDone` (checked under
+    /// the lock); else lead: take the whole queue, commit it outside the group's lock (holding
+    /// the writer lock), then resume every write of the group and wake the waiters.
+    func leadOrWait(enqueuing write: GroupedWrite?, isDone: () -> Bool) {
+        let condition = group.condition
+        condition.lock()
+        if let write { group.queue.append(write) }
+        while !isDone() && group.leaderActive { condition.wait() }
+        guard !isDone() else {
+            condition.unlock()
+            return
         }
+        group.leaderActive = true
+        var writes = group.queue
+        group.queue.removeAll()
+        condition.unlock()
+
+        let outcomes = writer.withLock { commit(writes) }
+        // Drop the bodies before waking their callers: a blocking caller's body must not
+        // outlive its call (`withoutActuallyEscaping` checks).
+        let resumes = writes.map(\.resume)
+        writes.removeAll()
+
+        condition.lock()
+        for (resume, outcome) in zip(resumes, outcomes) { resume(outcome) }
+        group.leaderActive = false
+        condition.broadcast()
+        condition.unlock()
     }
 
-    /// ``commitGroupedWrites()``'s transaction for two or more writes.
-    private func commitGroup(_ writes: [GroupedWrite]) {
+    /// Commits `writes` in one transaction (the caller holds the writer lock): a lone write in
+    /// the transaction itself, several each in a nested transaction. Returns their outcomes.
+    private func commit(_ writes: [GroupedWrite]) -> [Result<Any, any Error>] {
+        if writes.count == 1 {
+            do {
+                return [.success(try writeHoldingLock { txn in try writes[0].run(txn).get() })]
+            } catch {
+                return [.failure(error)]
+            }
+        }
         do {
-            let outcomes = try writeHoldingLock { parent -> [Result<Any, any Error>] in
+            return try writeHoldingLock { parent -> [Result<Any, any Error>] in
                 try writes.map { write in
                     var raw: OpaquePointer?
                     try check(mdb_txn_begin(env, parent.raw, 0, &raw), "mdb_txn_begin (nested write)")
@@ -155,10 +164,39 @@ extension Environment {
                     return outcome
                 }
             }
-            for (write, outcome) in zip(writes, outcomes) { write.resume(outcome) }
         } catch {
-            for write in writes { write.resume(.failure(error)) }
+            return writes.map { _ in .failure(error) }
         }
+    }
+
+    /// How far `data.mdb` is kept longer than its last page (sparse: no disk blocks), and the
+    /// room left below which it is extended again.
+    static let dataFileSlack: Int64 = 8 << 20
+    static let dataFileLowWater: Int64 = 4 << 20
+
+    /// Keeps `data.mdb` ahead of its last page, so that commits write inside the file instead
+    /// of growing it. On ext4 a flush of a file whose size changed also commits the journal:
+    /// on this machine an `fdatasync` after a write that extends a file took 0.38 ms at the
+    /// median and 2.9 ms at the 99th percentile, against 0.22 and 0.41 ms after a write inside
+    /// it. LMDB without `MDB_WRITEMAP` grows the file by each commit's new pages, so every
+    /// durable save paid that. The file is extended by `ftruncate` (holes, no disk space), once
+    /// per 4 MiB of growth; LMDB reads nothing past its last page, so the zero tail is never
+    /// read, and a crash leaves only that tail.
+    ///
+    /// Called inside a write transaction: LMDB's writer lock keeps every other process from
+    /// writing or extending the file meanwhile, and the file only ever grows here. Best effort:
+    /// a failure leaves the file as it was (LMDB extends it itself as before).
+    func keepDataFileAhead() {
+        guard !options.readOnly else { return }
+        var fd: Int32 = -1
+        var info = MDB_envinfo()
+        var pages = MDB_stat()
+        guard mdb_env_get_fd(env, &fd) == 0, fd >= 0, mdb_env_info(env, &info) == 0, mdb_env_stat(env, &pages) == 0 else { return }
+        var file = stat()
+        guard fstat(fd, &file) == 0 else { return }
+        let used = (Int64(info.me_last_pgno) + 1) * Int64(pages.ms_psize)
+        guard Int64(file.st_size) < used + Self.dataFileLowWater else { return }
+        _ = ftruncate(fd, off_t(used + Self.dataFileSlack))
     }
 
     /// `MDB_MAP_RESIZED` at begin means another process grew the map: adopt its size. Needs

@@ -35,8 +35,8 @@ public final class Environment: @unchecked Sendable {
     let resizeLock = ReadWriteLock()
     let closed = Atomic<Bool>(false)
     let writerQueue = DispatchQueue(label: "vaultlog.lmdb.writer")
-    /// Writes queued by ``writeAsync(_:)`` for the next group commit.
-    let groupedWrites = Mutex<[GroupedWrite]>([])
+    /// Writes queued by ``writeAsync(_:)`` and ``writeGrouped(_:)`` for the next group commit.
+    let group = GroupCommitState()
 
     static let openPaths = Mutex(Set<String>())
 
@@ -226,3 +226,10 @@ func closeFile(_ fd: Int32) { _ = Glibc.close(fd) }
 #elseif canImport(Darwin)
 func closeFile(_ fd: Int32) { _ = Darwin.close(fd) }
 #endif
+
+/// The queue of a group commit and whether a leader is committing, guarded by `condition`.
+final class GroupCommitState: @unchecked Sendable {
+    let condition = NSCondition()
+    var queue: [Environment.GroupedWrite] = []
+    var leaderActive = false
+}

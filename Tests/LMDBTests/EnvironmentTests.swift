@@ -58,9 +58,9 @@ import Synchronization
         reopened.close()
     }
 
-    /// Group commit for blocking callers: while one thread's write holds the writer, seven
-    /// other threads queue theirs; the next of them to get the lock commits all seven in one
-    /// transaction. Each caller gets its own return value; the one that throws loses only its
+    /// Group commit for blocking callers: while one thread's write is being committed, seven
+    /// other threads queue theirs; one of them then leads a group that commits all seven in
+    /// one transaction. Each caller gets its own return value; the one that throws loses only its
     /// own changes; the others are there after reopening.
     @Test func concurrentBlockingWrites_shareOneCommit_andAFailingOneIsIsolated() throws {
         struct Boom: Error {}
@@ -81,7 +81,7 @@ import Synchronization
             let value = try? env.writeGrouped { txn -> UInt64 in
                 first.signal()
                 let deadline = Date().addingTimeInterval(10)
-                while env.groupedWrites.withLock({ $0.count }) < 7 && Date() < deadline { usleep(1000) }
+                while env.queuedWrites() < 7 && Date() < deadline { usleep(1000) }
                 try txn.put(db, key: self.key(0), value: [0])
                 return 0
             }
@@ -173,14 +173,17 @@ import Synchronization
     /// opening it is refused with a clear error instead, and the file is left as it was.
     @Test func truncatedDataFile_isRefusedBeforeLMDBMapsIt() throws {
         let dir = TemporaryDirectory()
+        var used = 0
         do {
             let env = try Environment(path: dir.path)
             let db = try env.openDatabase("things")
             try env.write { txn in for n in 0..<2000 { try txn.put(db, key: key(UInt64(n)), value: [UInt8](repeating: 7, count: 200)) } }
+            used = try env.info().usedBytes
             env.close()
         }
         let file = (dir.path as NSString).appendingPathComponent("data.mdb")
-        let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        // Cut at half the last page's end (the file itself runs ahead of it; see below).
+        let size = used
         let handle = try #require(FileHandle(forWritingAtPath: file))
         try handle.truncate(atOffset: UInt64(size / 2))
         try handle.close()
@@ -191,6 +194,42 @@ import Synchronization
             return error.isCorrupted && error.operation.contains("data.mdb is truncated")
         }
         #expect(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int == size / 2)
+    }
+
+    /// `data.mdb` runs ahead of its last page, so small commits write inside the file instead
+    /// of growing it (growing it costs a journal commit per flush): 300 small commits leave its
+    /// size unchanged; it is extended again only when the room left is short; it never
+    /// shrinks; and everything written reads back after a reopen.
+    @Test func dataFileRunsAheadOfItsLastPage_andNeverShrinks() throws {
+        let dir = TemporaryDirectory()
+        let file = (dir.path as NSString).appendingPathComponent("data.mdb")
+        func size() throws -> Int64 { Int64(try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)) }
+        do {
+            let env = try Environment(path: dir.path)
+            let db = try env.openDatabase("things")
+            try env.write { try $0.put(db, key: key(0), value: [0]) }
+            let first = try size()
+            #expect(first >= Int64(try env.info().usedBytes) + Environment.dataFileLowWater)
+            for n in UInt64(1)...300 { try env.write { try $0.put(db, key: key(n), value: [UInt8](repeating: 1, count: 500)) } }
+            #expect(try size() == first, "300 small commits changed the file's size")
+            // A commit that uses up the room: the next one extends the file again.
+            try env.write { txn in for n in UInt64(1000)..<9000 { try txn.put(db, key: key(n), value: [UInt8](repeating: 2, count: 500)) } }
+            try env.write { try $0.put(db, key: key(9000), value: [9]) }
+            #expect(try size() >= Int64(try env.info().usedBytes) + Environment.dataFileLowWater)
+            env.close()
+        }
+        // Longer than needed already (another build, a tool): left as it is.
+        let handle = try #require(FileHandle(forWritingAtPath: file))
+        let longer = try size() + (64 << 20)
+        try handle.truncate(atOffset: UInt64(longer))
+        try handle.close()
+        let env = try Environment(path: dir.path)
+        let db = try env.openDatabase("things")
+        try env.write { try $0.put(db, key: key(9001), value: [9]) }
+        #expect(try size() == longer)
+        #expect(try env.read { try $0.count(db) } == 8303)
+        #expect(try env.read { try $0.get(db, key: self.key(300)) } == [UInt8](repeating: 1, count: 500))
+        env.close()
     }
 
     @Test func mapFull_growsInvisibly() throws {
@@ -324,5 +363,14 @@ import Synchronization
             return error.isCorrupted && error.operation.contains("data.mdb")
         }
         #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: file))) == bytes, "the file is unchanged")
+    }
+}
+
+extension Environment {
+    /// Writes waiting for the next group commit.
+    func queuedWrites() -> Int {
+        group.condition.lock()
+        defer { group.condition.unlock() }
+        return group.queue.count
     }
 }

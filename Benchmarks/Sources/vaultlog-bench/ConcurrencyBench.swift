@@ -1,6 +1,5 @@
 import Foundation
 import OfflineSync
-import Synchronization
 import VaultCrypto
 import VaultModel
 
@@ -35,7 +34,7 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
             }
         }
     }
-    func cipher(writer: Int, save: Int) -> Cipher {
+    @Sendable func cipher(writer: Int, save: Int) -> Cipher {
         versions[writer][save % itemsPerWriter][(save / itemsPerWriter) % 2]
     }
 
@@ -43,7 +42,7 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
         let store = try VaultLogStore(path: dir + "/vaultlog")
         store.unlock(userId: userId, userKey: key)
         let sqlite = UncheckedBox(try SeedSQLiteStore(path: dir + "/seed.sqlite"))
-        let latencies = Mutex<[String: [Double]]>([:])
+        let latencies = LatencyLog()
 
         let stats = try interleave(rounds: rounds, [
             ("vaultlog", {
@@ -67,7 +66,7 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
         store.close()
 
         let v = stats["vaultlog"]!, s = stats["sqlite_seed"]!
-        let seen = latencies.withLock { $0 }
+        let seen = latencies.all()
         func ms(_ name: String, _ p: Double) -> String { json(percentile(seen[name] ?? [], p) * 1000) }
         results.add(Figure(group: "concurrency", bench: "durable_save_concurrent_8", metric: "throughput", unit: "ops/s", value: v,
                            baseline: "sqlite_seed", baselineValue: s, ratio: v.median / s.median, target: .ratioAtLeast(3),
@@ -79,12 +78,12 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
 
 /// Runs `saves` calls of `save(writer, i)` on each of `writers` threads of their own, all
 /// started together; records each call's latency under `name`; returns calls per second.
-private func concurrently(writers: Int, saves: Int, name: String, latencies: Mutex<[String: [Double]]>,
+private func concurrently(writers: Int, saves: Int, name: String, latencies: LatencyLog,
                           _ save: @escaping @Sendable (Int, Int) throws -> Void) throws -> Double {
     let group = DispatchGroup()
     let ready = DispatchSemaphore(value: 0)
     let go = DispatchSemaphore(value: 0)
-    let failure = Mutex<(any Error)?>(nil)
+    let failure = FirstError()
     for w in 0..<writers {
         group.enter()
         Thread.detachNewThread {
@@ -100,9 +99,9 @@ private func concurrently(writers: Int, saves: Int, name: String, latencies: Mut
                     mine.append(seconds(ContinuousClock.now - t))
                 }
             } catch {
-                failure.withLock { $0 = $0 ?? error }
+                failure.record(error)
             }
-            latencies.withLock { $0[name, default: []].append(contentsOf: mine) }
+            latencies.add(mine, to: name)
         }
     }
     for _ in 0..<writers { ready.wait() }
@@ -110,7 +109,7 @@ private func concurrently(writers: Int, saves: Int, name: String, latencies: Mut
     for _ in 0..<writers { go.signal() }
     group.wait()
     let elapsed = seconds(ContinuousClock.now - start)
-    if let error = failure.withLock({ $0 }) { throw error }
+    if let error = failure.first() { throw error }
     return Double(writers * saves) / elapsed
 }
 
@@ -119,4 +118,22 @@ private func concurrently(writers: Int, saves: Int, name: String, latencies: Mut
 struct UncheckedBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
+}
+
+/// Latencies by contender, filled from several threads.
+final class LatencyLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [String: [Double]] = [:]
+
+    func add(_ latencies: [Double], to name: String) { lock.withLock { values[name, default: []] += latencies } }
+    func all() -> [String: [Double]] { lock.withLock { values } }
+}
+
+/// The first error any thread met.
+final class FirstError: @unchecked Sendable {
+    private let lock = NSLock()
+    private var error: (any Error)?
+
+    func record(_ error: any Error) { lock.withLock { self.error = self.error ?? error } }
+    func first() -> (any Error)? { lock.withLock { error } }
 }

@@ -97,7 +97,7 @@ struct ResolveRun {
 /// CPU seconds (user + system) this process has used.
 func processCPUSeconds() -> Double {
     var usage = rusage()
-    getrusage(RUSAGE_SELF, &usage)
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
     func s(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
     return s(usage.ru_utime) + s(usage.ru_stime)
 }
