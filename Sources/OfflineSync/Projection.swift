@@ -170,24 +170,10 @@ public struct Projection: Codable, Sendable, Equatable {
             case .discard:
                 pending[id] = nil
             case .pending(let type):
-                if var change = pending[id] {
-                    if change.changeType == .create && type != .create { change.startedAsCreate = true }
-                    change.changeType = type
-                    change.latest = op.cipher
-                    change.updatedAt = op.at
-                    change.versionSequences.append(event.sequence)
-                    if event.type == .updated { change.hasEdits = true }
-                    if op.passwordChanged {
-                        change.offlinePasswordChangeCount += 1
-                        change.passwordChangeSequences.append(event.sequence)
-                    }
-                    // A new edit by the user: the item gets a fresh start in automatic retries.
-                    change.attempts = 0
-                    change.nextRetryAt = nil
-                    change.isDeadLetter = false
-                    change.lastError = nil
-                    change.waitingForServer = nil
-                    pending[id] = change
+                if pending[id] != nil {
+                    // Mutated in place through the dictionary: a copy taken out and put back
+                    // would copy the sequence arrays on every append (quadratic in the edits).
+                    Self.fold(op, of: event, as: type, into: &pending[id]!)
                 } else {
                     pending[id] = PendingChange(
                         cipherId: id, changeType: type,
@@ -233,6 +219,26 @@ public struct Projection: Codable, Sendable, Equatable {
                 break
             }
         }
+    }
+
+    /// An operation on an item already pending.
+    private static func fold(_ op: OperationBody, of event: VaultEvent, as type: PendingChangeType, into change: inout PendingChange) {
+        if change.changeType == .create && type != .create { change.startedAsCreate = true }
+        change.changeType = type
+        change.latest = op.cipher
+        change.updatedAt = op.at
+        change.versionSequences.append(event.sequence)
+        if event.type == .updated { change.hasEdits = true }
+        if op.passwordChanged {
+            change.offlinePasswordChangeCount += 1
+            change.passwordChangeSequences.append(event.sequence)
+        }
+        // A new edit by the user: the item gets a fresh start in automatic retries.
+        change.attempts = 0
+        change.nextRetryAt = nil
+        change.isDeadLetter = false
+        change.lastError = nil
+        change.waitingForServer = nil
     }
 
     /// Folds events in order.
