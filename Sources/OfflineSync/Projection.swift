@@ -160,32 +160,8 @@ public struct Projection: Codable, Sendable, Equatable {
         guard !isQuarantined(id) else { return }
         switch event.body {
         case .operation(let op):
-            var merged = PendingChangeType.merge(pending[id]?.changeType, event.type)
-            // A create that may have reached the server is not discarded by a delete: the
-            // server copy must be found and deleted too.
-            if merged == .discard, let change = pending[id], change.uncertainCreate {
-                merged = .pending(event.type == .hardDeleted ? .hardDelete : .softDelete)
-            }
-            switch merged {
-            case .discard:
-                pending[id] = nil
-            case .pending(let type):
-                if pending[id] != nil {
-                    // Mutated in place through the dictionary: a copy taken out and put back
-                    // would copy the sequence arrays on every append (quadratic in the edits).
-                    Self.fold(op, of: event, as: type, into: &pending[id]!)
-                } else {
-                    pending[id] = PendingChange(
-                        cipherId: id, changeType: type,
-                        originalRevisionDate: type == .create ? nil : op.baseRevisionDate,
-                        offlinePasswordChangeCount: op.passwordChanged ? 1 : 0,
-                        createdAt: op.at, updatedAt: op.at, latest: op.cipher,
-                        versionSequences: [event.sequence],
-                        passwordChangeSequences: op.passwordChanged ? [event.sequence] : [],
-                        hasEdits: event.type == .updated,
-                        startedAsCreate: type == .create ? true : nil)
-                }
-            }
+            applyOperation(event.type, sequence: event.sequence, cipherId: id, passwordChanged: op.passwordChanged,
+                           baseRevisionDate: op.baseRevisionDate, at: op.at, cipher: op.cipher)
         case .outcome(let outcome):
             switch event.type {
             case .resolved, .clearedAfterOnlineSuccess:
@@ -221,17 +197,65 @@ public struct Projection: Codable, Sendable, Equatable {
         }
     }
 
+    /// Folds an operation whose body was read without its cipher (the lazy fold): everything
+    /// ``apply(_:)`` does but the latest snapshot, which the caller sets afterwards.
+    mutating func applyOperationFields(_ header: EventHeader, type: VaultEventType, passwordChanged: Bool,
+                                       baseRevisionDate: BitwardenDate?, at: BitwardenDate) {
+        precondition(header.sequence > lastSequence, "events fold in sequence order")
+        lastSequence = header.sequence
+        guard !isQuarantined(header.cipherId) else { return }
+        applyOperation(type, sequence: header.sequence, cipherId: header.cipherId, passwordChanged: passwordChanged,
+                       baseRevisionDate: baseRevisionDate, at: at, cipher: nil)
+    }
+
+    /// The snapshot of a change whose latest version is not decoded yet (lazy fold).
+    static let undecodedSnapshot = Cipher(type: .login)
+
+    /// An operation event (type merge, counts, versions); `cipher` nil leaves the latest
+    /// snapshot to the caller.
+    private mutating func applyOperation(_ eventType: VaultEventType, sequence: UInt64, cipherId id: String, passwordChanged: Bool,
+                                         baseRevisionDate: BitwardenDate?, at: BitwardenDate, cipher: Cipher?) {
+        var merged = PendingChangeType.merge(pending[id]?.changeType, eventType)
+        // A create that may have reached the server is not discarded by a delete: the
+        // server copy must be found and deleted too.
+        if merged == .discard, let change = pending[id], change.uncertainCreate {
+            merged = .pending(eventType == .hardDeleted ? .hardDelete : .softDelete)
+        }
+        switch merged {
+        case .discard:
+            pending[id] = nil
+        case .pending(let type):
+            if pending[id] != nil {
+                // Mutated in place through the dictionary: a copy taken out and put back
+                // would copy the sequence arrays on every append (quadratic in the edits).
+                Self.fold(eventType, sequence: sequence, passwordChanged: passwordChanged, at: at, cipher: cipher, as: type,
+                          into: &pending[id]!)
+            } else {
+                pending[id] = PendingChange(
+                    cipherId: id, changeType: type,
+                    originalRevisionDate: type == .create ? nil : baseRevisionDate,
+                    offlinePasswordChangeCount: passwordChanged ? 1 : 0,
+                    createdAt: at, updatedAt: at, latest: cipher ?? Self.undecodedSnapshot,
+                    versionSequences: [sequence],
+                    passwordChangeSequences: passwordChanged ? [sequence] : [],
+                    hasEdits: eventType == .updated,
+                    startedAsCreate: type == .create ? true : nil)
+            }
+        }
+    }
+
     /// An operation on an item already pending.
-    private static func fold(_ op: OperationBody, of event: VaultEvent, as type: PendingChangeType, into change: inout PendingChange) {
+    private static func fold(_ eventType: VaultEventType, sequence: UInt64, passwordChanged: Bool, at: BitwardenDate, cipher: Cipher?,
+                             as type: PendingChangeType, into change: inout PendingChange) {
         if change.changeType == .create && type != .create { change.startedAsCreate = true }
         change.changeType = type
-        change.latest = op.cipher
-        change.updatedAt = op.at
-        change.versionSequences.append(event.sequence)
-        if event.type == .updated { change.hasEdits = true }
-        if op.passwordChanged {
+        if let cipher { change.latest = cipher }
+        change.updatedAt = at
+        change.versionSequences.append(sequence)
+        if eventType == .updated { change.hasEdits = true }
+        if passwordChanged {
             change.offlinePasswordChangeCount += 1
-            change.passwordChangeSequences.append(event.sequence)
+            change.passwordChangeSequences.append(sequence)
         }
         // A new edit by the user: the item gets a fresh start in automatic retries.
         change.attempts = 0

@@ -294,8 +294,18 @@ public struct VaultEvent: Sendable, Equatable {
     /// in `plaintext` (not checked: decoding it is the caller's business).
     static func operationSummaryAndCipher(header: EventHeader, plaintext: [UInt8],
                                           placeholder: Cipher) -> (event: VaultEvent, cipher: Range<Int>)? {
-        guard let type = VaultEventType(rawValue: header.eventType), type.isOperation else { return nil }
-        return plaintext.withUnsafeBufferPointer { b -> (event: VaultEvent, cipher: Range<Int>)? in
+        guard let type = VaultEventType(rawValue: header.eventType), type.isOperation,
+              let fields = operationFields(plaintext) else { return nil }
+        let event = VaultEvent(header: header, type: type,
+                               body: .operation(OperationBody(cipher: placeholder, passwordChanged: fields.passwordChanged,
+                                                              baseRevisionDate: fields.baseRevisionDate, at: fields.at)))
+        return (event, fields.cipher)
+    }
+
+    /// The small fields of a canonical operation body and where its cipher's JSON object is,
+    /// read without decoding the cipher; nil for any other shape.
+    static func operationFields(_ plaintext: [UInt8]) -> OperationFields? {
+        plaintext.withUnsafeBufferPointer { b -> OperationFields? in
             func starts(_ literal: StaticString, at offset: Int) -> Bool {
                 let n = literal.utf8CodeUnitCount
                 guard offset >= 0, offset + n <= b.count else { return false }
@@ -330,10 +340,17 @@ public struct VaultEvent: Sendable, Equatable {
             } else {
                 return nil
             }
-            let event = VaultEvent(header: header, type: type,
-                                   body: .operation(OperationBody(cipher: placeholder, passwordChanged: passwordChanged, baseRevisionDate: base, at: at)))
-            return (event, (offset + 10)..<cipherEnd)
+            return OperationFields(at: at, baseRevisionDate: base, passwordChanged: passwordChanged, cipher: (offset + 10)..<cipherEnd)
         }
+    }
+
+    /// What ``operationFields(_:)`` reads.
+    struct OperationFields: Sendable {
+        var at: BitwardenDate
+        var baseRevisionDate: BitwardenDate?
+        var passwordChanged: Bool
+        /// Where the cipher's JSON object is in the body.
+        var cipher: Range<Int>
     }
 
     /// Encodes a body for appending.

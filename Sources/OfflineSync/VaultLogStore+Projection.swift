@@ -172,35 +172,39 @@ extension VaultLogStore {
     /// item's latest version is kept in `deferred` for ``materialize(_:into:)``.
     private func applyLazily(_ batch: [Envelope], to projection: inout Projection, key: SealingKey,
                              deferred: inout DeferredSnapshots) {
-        let placeholder = Cipher(type: .login)
+        /// An opened event: a canonical operation's small fields and its plaintext, or a decoded event.
+        enum Opened {
+            case fields(VaultEventType, VaultEvent.OperationFields, [UInt8])
+            case event(VaultEvent)
+        }
         let opened = parallelMap(count: batch.count, threshold: 256) { i in
-            Result { () -> (VaultEvent, ArraySlice<UInt8>?) in
+            Result { () -> Opened in
                 let envelope = batch[i]
-                guard VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true else {
-                    return (try VaultEvent(envelope: envelope, key: key), nil)
+                guard let type = VaultEventType(rawValue: envelope.header.eventType), type.isOperation else {
+                    return .event(try VaultEvent(envelope: envelope, key: key))
                 }
                 let plaintext = try envelope.open(key: key)
-                if let (event, range) = VaultEvent.operationSummaryAndCipher(header: envelope.header, plaintext: plaintext,
-                                                                             placeholder: placeholder) {
-                    return (event, plaintext[range])
-                }
-                return (try VaultEvent(header: envelope.header, plaintext: plaintext), nil)
+                if let fields = VaultEvent.operationFields(plaintext) { return .fields(type, fields, plaintext) }
+                return .event(try VaultEvent(header: envelope.header, plaintext: plaintext))
             }
         }
         for (envelope, result) in zip(batch, opened) {
+            let header = envelope.header
             switch result {
-            case .success(let (event, json)):
-                projection.apply(event)
+            case .success(.fields(let type, let fields, let plaintext)):
+                projection.applyOperationFields(header, type: type, passwordChanged: fields.passwordChanged,
+                                                baseRevisionDate: fields.baseRevisionDate, at: fields.at)
                 // Applied (not skipped for a quarantine) and now the item's latest version.
-                if let json, projection.pending[event.cipherId]?.versionSequences.last == event.sequence {
-                    deferred[event.cipherId] = (event.sequence, json)
-                } else if event.type.isOperation {
-                    deferred[event.cipherId] = nil
+                if projection.pending[header.cipherId]?.versionSequences.last == header.sequence {
+                    deferred[header.cipherId] = (header.sequence, plaintext[fields.cipher])
                 }
+            case .success(.event(let event)):
+                projection.apply(event)
+                if event.type.isOperation { deferred[event.cipherId] = nil }
             case .failure(let error):
                 logger.error("event cannot be read; its item is quarantined", metadata: [
-                    "sequence": "\(envelope.header.sequence)", "cipher": "\(envelope.header.cipherId)", "error": "\(error)"])
-                projection.quarantine(envelope.header, reason: "\(error)")
+                    "sequence": "\(header.sequence)", "cipher": "\(header.cipherId)", "error": "\(error)"])
+                projection.quarantine(header, reason: "\(error)")
             }
         }
     }
