@@ -140,7 +140,7 @@ let package = Package(
         ),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
-        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "VaultLogTesting", .product(name: "Crypto", package: "swift-crypto")]),
+        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "VaultLogTesting", .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto")]),
         .testTarget(name: "VaultModelTests", dependencies: ["VaultModel", "VaultCrypto", "VaultLogTesting"], resources: [.copy("Resources")]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "LMDB", "VaultCrypto", "VaultModel", "VaultLogTesting"]),
         .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "VaultLogTesting"]),

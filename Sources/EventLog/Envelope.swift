@@ -111,11 +111,11 @@ public struct SealingKey: Sendable, CustomStringConvertible {
     /// saves the two SHA-256 blocks of HMAC key setup on every event.
     struct SubKey: Sendable {
         let key: SymmetricCryptoKey
-        let hmac: HMAC<SHA256>
+        let hmac: KeyedHMACSHA256
 
         init(_ key: SymmetricCryptoKey) {
             self.key = key
-            self.hmac = HMAC<SHA256>(key: key.macKey)
+            self.hmac = KeyedHMACSHA256(key: key.macKey)
         }
     }
 }
@@ -309,8 +309,8 @@ public struct Envelope: Sendable {
         let ivStart = headerLength
         let ctStart = headerLength + ivBytes + macBytes
         do {
-            let iv = try AES._CBC.IV(ivBytes: bytes[ivStart..<ivStart + ivBytes])
-            return try Array(AES._CBC.decrypt(bytes[ctStart...], using: key.key.encryptionKey, iv: iv))
+            // The MAC matched above: the padding is checked without the constant-time path.
+            return try AuthenticatedCBC.decrypt(bytes[ctStart...], key: key.key.encryptionKey, iv: bytes[ivStart..<ivStart + ivBytes])
         } catch {
             throw EnvelopeError.undecryptable(sequence: sequence)
         }

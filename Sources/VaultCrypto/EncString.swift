@@ -168,15 +168,15 @@ public struct EncString: Sendable, Hashable, Codable, CustomStringConvertible {
         precondition(iv.count == 16, "AES-CBC IV must be 16 bytes")
         // Encryption with a valid 32-byte key and 16-byte IV cannot fail.
         let ciphertext = try! Array(AES._CBC.encrypt(plaintext, using: key.encryptionKey, iv: AES._CBC.IV(ivBytes: iv)))
-        let mac = computeMac(iv: iv, ciphertext: ciphertext, key: key.macKey)
+        let mac = computeMac(iv: iv, ciphertext: ciphertext, key: key.mac)
         return try! EncString(iv: iv, ciphertext: ciphertext, mac: mac)
     }
 
-    static func computeMac(iv: [UInt8], ciphertext: [UInt8], key: SymmetricKey) -> [UInt8] {
-        var hmac = HMAC<SHA256>(key: key)
+    static func computeMac(iv: [UInt8], ciphertext: [UInt8], key: KeyedHMACSHA256) -> [UInt8] {
+        var hmac = key
         hmac.update(data: iv)
         hmac.update(data: ciphertext)
-        return Array(hmac.finalize())
+        return hmac.finalize()
     }
 
     /// Verifies the MAC (constant time) and decrypts with a 64-byte key.
@@ -188,9 +188,9 @@ public struct EncString: Sendable, Hashable, Codable, CustomStringConvertible {
         guard type == .aesCbc256HmacSha256B64, let mac else {
             throw VaultCryptoError.wrongKeyType("a type-0 (unauthenticated) EncString cannot be decrypted with a 64-byte key")
         }
-        let expected = Self.computeMac(iv: iv, ciphertext: ciphertext, key: key.macKey)
+        let expected = Self.computeMac(iv: iv, ciphertext: ciphertext, key: key.mac)
         guard constantTimeEquals(expected, mac) else { throw VaultCryptoError.authenticationFailed }
-        return try Self.aesDecrypt(ciphertext, key: key.encryptionKey, iv: iv)
+        return try AuthenticatedCBC.decrypt(ciphertext, key: key.encryptionKey, iv: iv)
     }
 
     /// Decrypts and interprets the plaintext as UTF-8.

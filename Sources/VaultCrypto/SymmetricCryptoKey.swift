@@ -21,6 +21,8 @@ public struct SymmetricCryptoKey: Sendable, Equatable, CustomStringConvertible, 
     public let encryptionKey: SymmetricKey
     /// The HMAC-SHA256 authentication half.
     public let macKey: SymmetricKey
+    /// ``macKey``'s HMAC key schedule, done once for every EncString under this key.
+    let mac: KeyedHMACSHA256
 
     /// Creates a key from its 64 raw bytes (enc ‖ mac).
     public init(bytes: some Collection<UInt8>) throws {
@@ -30,6 +32,7 @@ public struct SymmetricCryptoKey: Sendable, Equatable, CustomStringConvertible, 
         let array = Array(bytes)
         encryptionKey = SymmetricKey(data: array[0..<32])
         macKey = SymmetricKey(data: array[32..<64])
+        mac = KeyedHMACSHA256(key: macKey)
     }
 
     /// Creates a key from two 32-byte halves.
@@ -42,6 +45,12 @@ public struct SymmetricCryptoKey: Sendable, Equatable, CustomStringConvertible, 
         }
         self.encryptionKey = encryptionKey
         self.macKey = macKey
+        mac = KeyedHMACSHA256(key: macKey)
+    }
+
+    /// Equal when both halves are (the cached key schedule follows from them).
+    public static func == (a: SymmetricCryptoKey, b: SymmetricCryptoKey) -> Bool {
+        a.encryptionKey == b.encryptionKey && a.macKey == b.macKey
     }
 
     /// Creates a key from the base64 of its 64 raw bytes.

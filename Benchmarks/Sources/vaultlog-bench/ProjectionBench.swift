@@ -82,19 +82,22 @@ func runProjectionBench(quick: Bool, results: Results) throws {
 
         // Full fold, unlocked, no checkpoint (it saves one at the end).
         var foldPending = 0
+        var parts: [String: Double] = [:]
         let (foldSeconds, foldPeak) = try measuringPeakAnonymousRSS {
             try time {
-                let store = try VaultLogStore(path: dir, options: options)
-                store.unlock(userId: userId, userKey: userKey)
-                foldPending = try store.projection(userId: userId).pendingCount
-                store.close()
+                var store: VaultLogStore!
+                parts["open_ms"] = try time { store = try VaultLogStore(path: dir, options: options) } * 1000
+                parts["unlock_ms"] = time { store.unlock(userId: userId, userKey: userKey) } * 1000
+                parts["fold_and_checkpoint_ms"] = try time { foldPending = try store.projection(userId: userId).pendingCount } * 1000
+                parts["close_ms"] = time { store.close() } * 1000
             }
         }
         precondition(foldPending == headerPending, "full fold found \(foldPending) pending, header fold \(headerPending)")
         results.add(Figure(group: "projection", bench: "full_fold", metric: "throughput", unit: "events/s",
                            value: Stats(values: [Double(total) / foldSeconds]), target: .atLeast(1_000_000),
                            extra: ["events": "\(total)", "pending": "\(foldPending)",
-                                   "peak_anon_rss_mib": json(Double(foldPeak - baseline) / 1_048_576), "rss_target_mib": "64"]))
+                                   "peak_anon_rss_mib": json(Double(foldPeak - baseline) / 1_048_576), "rss_target_mib": "64"]
+                               .merging(parts.mapValues(json)) { a, _ in a }))
         // The pending checkpoint a store gets on its first count.
         do {
             let store = try VaultLogStore(path: dir, options: options)

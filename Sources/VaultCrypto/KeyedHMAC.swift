@@ -1,0 +1,74 @@
+import Crypto
+import _CryptoExtras
+import Foundation
+
+/// HMAC-SHA256 (RFC 2104) with its key schedule done once: the SHA-256 states after the
+/// key's inner and outer pad blocks are kept, and each message starts from a copy of them.
+/// Same MACs as `HMAC<SHA256>` (tested against it and RFC 4231's vectors), without the two
+/// SHA-256 blocks of key setup per message and without the generic `DataProtocol` path: SHA-256
+/// is fed through `update(bufferPointer:)`. Sealing and opening an event, and every EncString,
+/// run one of these.
+public struct KeyedHMACSHA256: Sendable {
+    private var inner: SHA256
+    private let outer: SHA256
+
+    /// The keyed state for `key` (any length; keys longer than a block are hashed first).
+    public init(key: SymmetricKey) {
+        var block = key.withUnsafeBytes { Array($0) }
+        if block.count > 64 { block = Array(SHA256.hash(data: block)) }
+        block += [UInt8](repeating: 0, count: 64 - block.count)
+        var inner = SHA256()
+        var outer = SHA256()
+        (block.map { $0 ^ 0x36 }).withUnsafeBytes { inner.update(bufferPointer: $0) }
+        (block.map { $0 ^ 0x5C }).withUnsafeBytes { outer.update(bufferPointer: $0) }
+        for i in block.indices { block[i] = 0 }
+        self.inner = inner
+        self.outer = outer
+    }
+
+    /// Adds message bytes.
+    public mutating func update(data: UnsafeRawBufferPointer) {
+        inner.update(bufferPointer: data)
+    }
+
+    /// Adds message bytes.
+    public mutating func update(data: [UInt8]) {
+        data.withUnsafeBytes { inner.update(bufferPointer: $0) }
+    }
+
+    /// Adds message bytes.
+    public mutating func update(data: ArraySlice<UInt8>) {
+        data.withUnsafeBytes { inner.update(bufferPointer: $0) }
+    }
+
+    /// The 32-byte MAC of everything added.
+    public func finalize() -> [UInt8] {
+        var outer = self.outer
+        inner.finalize().withUnsafeBytes { outer.update(bufferPointer: $0) }
+        return outer.finalize().withUnsafeBytes { Array($0) }
+    }
+}
+
+/// AES-256-CBC decryption of a ciphertext whose MAC the caller has already verified
+/// (encrypt-then-MAC): PKCS#7 padding is checked and removed on the plain byte array, instead of
+/// `AES._CBC.decrypt`'s constant-time removal through `Data`'s iterator, which cost as much as
+/// the decryption itself. Constant time is not needed once the MAC matched (nothing about the
+/// padding reaches anyone who cannot forge the MAC). Unauthenticated data must keep using
+/// `AES._CBC.decrypt`.
+public enum AuthenticatedCBC {
+    /// The plaintext; throws `VaultCryptoError.decryptionFailed` for a ciphertext that is not
+    /// whole blocks or whose padding is malformed.
+    public static func decrypt(_ ciphertext: some DataProtocol, key: SymmetricKey, iv: some DataProtocol) throws -> [UInt8] {
+        guard ciphertext.count > 0, ciphertext.count % 16 == 0 else { throw VaultCryptoError.decryptionFailed }
+        var plain: [UInt8]
+        do {
+            plain = Array(try AES._CBC.decrypt(ciphertext, using: key, iv: AES._CBC.IV(ivBytes: iv), noPadding: true))
+        } catch {
+            throw VaultCryptoError.decryptionFailed
+        }
+        guard let last = plain.last, last >= 1, last <= 16, Int(last) <= plain.count,
+              plain.suffix(Int(last)).allSatisfy({ $0 == last }) else { throw VaultCryptoError.decryptionFailed }
+        plain.removeLast(Int(last))
+        return plain
+    }
+}
