@@ -131,8 +131,8 @@ serve: deps
 # Benchmarks (Benchmarks/, its own package: GRDB and the rest stay out of the library products).
 # Release build; each comparison runs its contenders interleaved in one process run and prints
 # one JSON object per figure on stdout (progress on stderr). `make bench` is the full run and
-# rewrites Docs/Performance.md and Docs/performance.svg; `make bench-quick` (about 3 minutes
-# after the build) writes its report to .build-bench/ instead. BENCH_GROUPS=save,append,... picks groups.
+# rewrites Docs/Performance.md and Docs/performance.svg; `make bench-quick` (about 5 minutes
+# after the build) writes its report to .build-bench/ instead. BENCH_GROUPS=save,concurrency,append,... picks groups.
 BENCH := Benchmarks/.build/release/vaultlog-bench
 
 bench-deps: deps
