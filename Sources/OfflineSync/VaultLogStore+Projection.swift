@@ -12,11 +12,13 @@ extension VaultLogStore {
     /// (cached in memory while unlocked). Saves a new checkpoint when the tail was long.
     public func projection(userId: String) throws -> Projection {
         let keys = try keys(userId)
+        var deferred = DeferredSnapshots()
         var (projection, checkpointedAt) = try projections.withLock { $0[userId] } ?? {
-            let loaded = try loadCheckpoint(userId: userId, keys: keys)
+            let loaded: Projection
+            (loaded, deferred) = try loadCheckpoint(userId: userId, keys: keys)
             return (loaded, loaded.lastSequence)
         }()
-        try fold(into: &projection, userId: userId, upTo: .max, key: keys.sealing)
+        try fold(into: &projection, userId: userId, upTo: .max, key: keys.sealing, deferred: deferred)
         // Checkpoint once enough events were folded since the last one, so a reopen folds
         // at most `checkpointInterval` events.
         if projection.lastSequence - checkpointedAt >= UInt64(checkpointInterval) {
@@ -31,8 +33,8 @@ extension VaultLogStore {
     /// plus the events up to it.
     public func projection(userId: String, at sequence: UInt64) throws -> Projection {
         let keys = try keys(userId)
-        var projection = try loadCheckpoint(userId: userId, keys: keys, atOrBefore: sequence)
-        try fold(into: &projection, userId: userId, upTo: sequence, key: keys.sealing)
+        var (projection, deferred) = try loadCheckpoint(userId: userId, keys: keys, atOrBefore: sequence)
+        try fold(into: &projection, userId: userId, upTo: sequence, key: keys.sealing, deferred: deferred)
         return projection
     }
 
@@ -52,15 +54,24 @@ extension VaultLogStore {
     /// canonical-looking body with a broken cipher, which only a writer holding the key could
     /// make), the fold runs again eagerly from where it started, so the result, quarantines
     /// included, is what the eager fold gives (``eagerFolds`` makes every fold eager, for tests).
-    func fold(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey) throws {
-        let start = projection
-        var deferred = DeferredSnapshots()
+    ///
+    /// `checkpointSnapshots`: the snapshots a format-2 checkpoint left undecoded in
+    /// `projection` (``CheckpointPayload``); decoded at the end like the fold's own. If one does
+    /// not decode, the eager fold starts from the log's beginning (or its compaction snapshot).
+    func fold(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
+              deferred checkpointSnapshots: DeferredSnapshots = [:]) throws {
+        var start = projection
+        var deferred = checkpointSnapshots
         if !Self.eagerFolds.load(ordering: .relaxed) {
             try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: true)
             if Self.materialize(deferred, into: &projection) { return }
             logger.warning("a pending item's latest snapshot does not decode; folding again eagerly", metadata: ["user": "\(userId)"])
             projection = start
         }
+        // Eager: the checkpoint's snapshots first; one that does not decode means no checkpoint.
+        if !Self.materialize(checkpointSnapshots, into: &start) { start = Projection(userId: userId) }
+        projection = start
+        deferred.removeAll()
         try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: false)
     }
 
@@ -243,7 +254,7 @@ extension VaultLogStore {
     /// before it, or the compaction snapshot when no checkpoint after the horizon is that old.
     /// A sequence before the horizon is an error (``OfflineSyncError/compacted(userId:sequence:horizon:)``):
     /// the events that led there are gone.
-    func loadCheckpoint(userId: String, keys: UnlockedKeys, atOrBefore sequence: UInt64 = .max) throws -> Projection {
+    func loadCheckpoint(userId: String, keys: UnlockedKeys, atOrBefore sequence: UInt64 = .max) throws -> (Projection, DeferredSnapshots) {
         let horizon = try log.read { try $0.horizon(userId: userId) }
         if horizon > 0, sequence < horizon {
             throw OfflineSyncError.compacted(userId: userId, sequence: sequence, horizon: horizon)
@@ -251,15 +262,15 @@ extension VaultLogStore {
         if let (checkpointSequence, payload) = try log.latestCheckpoint(userId: userId, atOrBefore: sequence, key: keys.sealing),
            checkpointSequence >= horizon {
             do {
-                return try JSONDecoder().decode(Projection.self, from: Data(payload))
+                return try CheckpointPayload.decode(payload)
             } catch {
                 logger.warning("ignoring unreadable checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
             }
         }
         if horizon > 0, let snapshot = try snapshotProjection(userId: userId, key: keys.sealing) {
-            return snapshot
+            return (snapshot, [:])
         }
-        return Projection(userId: userId)
+        return (Projection(userId: userId), [:])
     }
 
     /// Seals and stores `projection` as a checkpoint at its last sequence.
@@ -269,10 +280,8 @@ extension VaultLogStore {
 
     func saveCheckpoint(_ projection: Projection, keys: UnlockedKeys) throws {
         guard projection.lastSequence > 0 else { return }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         try log.saveCheckpoint(userId: projection.userId, sequence: projection.lastSequence,
-                               payload: Array(try encoder.encode(projection)), key: keys.sealing)
+                               payload: try CheckpointPayload.encode(projection), key: keys.sealing)
     }
 
     /// The pending state a decision may act on (which items keep their local copy in a sync,

@@ -132,6 +132,9 @@ final class Run: @unchecked Sendable {
         options.eventLog.logger = logger
         // Against a real server, time is the server's: the device uses the real clock too.
         options.dependencies = realTime ? VaultDependencies() : .deterministic(seed: seed, clock: clock)
+        // Checkpoints every few events, so replays and the simulation load them (and their
+        // snapshots decoded after the tail) as a long-lived store does.
+        options.checkpointInterval = 16
         return try VaultLogStore(path: path, options: options)
     }
 

@@ -151,6 +151,30 @@ import VaultLogTesting
         #expect(change?.attempts == 0 && change?.isDeadLetter == false && change?.nextRetryAt == nil && change?.lastError == nil)
     }
 
+    /// A checkpoint of the first format (the projection's JSON) is still read, whole; a
+    /// format-2 payload cut short or with a snapshot too many or too few is refused (the store
+    /// then ignores the checkpoint and folds from the start).
+    @Test func checkpointPayload_readsFormat1_andRefusesMalformedFormat2() throws {
+        let events = Self.randomEvents(seed: 7).filter { $0.header.userId == "u1" }
+        let projection = Projection.fold(userId: "u1", events)
+        try #require(projection.pendingCount > 1)
+        let (old, none) = try CheckpointPayload.decode(Array(JSONEncoder().encode(projection)))
+        #expect(old == projection && none.isEmpty)
+        let payload = try CheckpointPayload.encode(projection)
+        for cut in [payload.count - 1, payload.count / 2, 7] {
+            #expect(throws: (any Error).self) { try CheckpointPayload.decode(Array(payload[..<cut])) }
+        }
+        // One pending item fewer in the projection's JSON than snapshots after it.
+        var fewer = projection
+        fewer.pending.removeValue(forKey: fewer.pending.keys.sorted()[0])
+        let json = Array(try VaultEvent.canonicalEncoder().encode(fewer))
+        let snapshotsStart = 8 + Int(payload[4]) << 24 + Int(payload[5]) << 16 + Int(payload[6]) << 8 + Int(payload[7])
+        var mismatched = CheckpointPayload.magic
+        withUnsafeBytes(of: UInt32(json.count).bigEndian) { mismatched.append(contentsOf: $0) }
+        mismatched += json + payload[snapshotsStart...]
+        #expect(throws: (any Error).self) { try CheckpointPayload.decode(mismatched) }
+    }
+
     @Test func foldAll_equalsCheckpointPlusTail_over1000RandomSequences() throws {
         for seed in UInt64(0)..<1000 {
             let events = Self.randomEvents(seed: seed)
@@ -159,10 +183,13 @@ import VaultLogTesting
             for user in ["u1", "u2", "u3"] {
                 let mine = events.filter { $0.header.userId == user }
                 let whole = Projection.fold(userId: user, mine)
-                // The checkpoint goes through its stored form (JSON) as it does on disk.
+                // The checkpoint goes through its stored form as it does on disk: the projection
+                // without its snapshots, which are decoded after the tail unless it replaced them.
                 let checkpoint = Projection.fold(userId: user, mine.filter { $0.sequence <= UInt64(cut) })
-                var resumed = try JSONDecoder().decode(Projection.self, from: JSONEncoder().encode(checkpoint))
+                var (resumed, deferred) = try CheckpointPayload.decode(CheckpointPayload.encode(checkpoint))
+                #expect(deferred.count == checkpoint.pending.count)
                 resumed.apply(mine.filter { $0.sequence > UInt64(cut) })
+                #expect(VaultLogStore.materialize(deferred, into: &resumed))
                 if resumed != whole {
                     Issue.record("seed \(seed), cut \(cut), user \(user): checkpoint + tail differs from the full fold")
                     return

@@ -22,17 +22,7 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
     let userId = "5e1f0c3a-7d42-4b8e-9f10-aa0000000008"
     // Per writer, per item, two encrypted versions (the password changes between them).
     let versions: [[[Cipher]]] = try (0..<writers).map { w in
-        try (0..<itemsPerWriter).map { n in
-            let id = UUID().uuidString.lowercased()
-            return try (0..<2).map { v in
-                var view = CipherView(type: .login, name: "Writer \(w) item \(n)", notes: "Security questions: first pet Rex",
-                                      login: LoginView(username: "user\(n)@example.com", password: "correct horse \(w)-\(n)-\(v)",
-                                                       uris: [LoginUriView(uri: "https://site\(n).example.com/login")]))
-                view.id = id
-                view.revisionDate = BitwardenDate(Date(timeIntervalSince1970: 1_767_225_600))
-                return try view.encrypt(userKey: key)
-            }
-        }
+        try (0..<itemsPerWriter).map { n in try loginVersions(name: "Writer \(w) item \(n)", n: n, key: key) }
     }
     @Sendable func cipher(writer: Int, save: Int) -> Cipher {
         versions[writer][save % itemsPerWriter][(save / itemsPerWriter) % 2]

@@ -4,6 +4,8 @@ import Foundation
 /// SVG chart of the main comparisons it links to. `analysis` (hand-written: what the figures
 /// mean and why a target is missed) is appended as it is.
 func writeReport(_ results: Results, path: String, command: String, quick: Bool, analysisPath: String?) throws {
+    // Before the chart is written: a chart rewritten by this run is not an uncommitted change.
+    let commit = gitCommit()
     let chartName = ((path as NSString).lastPathComponent as NSString).deletingPathExtension.lowercased() + ".svg"
     let chartPath = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(chartName)
     try chartSVG(results.figures).write(toFile: chartPath, atomically: true, encoding: .utf8)
@@ -19,7 +21,7 @@ func writeReport(_ results: Results, path: String, command: String, quick: Bool,
     | date | \(date) |
     | machine | \(machineDescription()) |
     | command | `\(command)`\(quick ? " (quick: smaller sizes, fewer rounds)" : "") |
-    | commit | \(gitCommit()) |
+    | commit | \(commit) |
     | method | contenders of a comparison run interleaved in one process (A B A B …); value = median of the rounds, spread = (max − min) / median |
 
     ![main comparisons](\(chartName))

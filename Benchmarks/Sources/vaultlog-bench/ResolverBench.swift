@@ -167,12 +167,10 @@ private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, c
     var events: [VaultLogStore.PlannedEvent] = []
     var local: [LocalChange] = []
     if creates {
-        for var view in views {
-            view.id = UUID().uuidString.lowercased()
-            let encrypted = try view.encrypt(userKey: login.userKey)
-            events.append(.init(cipherId: view.id!, type: .created,
-                                body: .operation(OperationBody(cipher: encrypted, passwordChanged: false, baseRevisionDate: nil, at: at))))
-            local.append(.upsert(encrypted))
+        for view in views {
+            let (event, change) = try pendingCreate(view, key: login.userKey, at: at)
+            events.append(event)
+            local.append(change)
         }
     } else {
         // The server's copies, created 32 at a time (each request waits the latency).
@@ -187,25 +185,48 @@ private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, c
             return all
         }
         for (n, cipher) in onServer.enumerated() {
-            var edited = try cipher.decrypt(userKey: login.userKey)
-            edited.login?.password = "new-\(n)"
-            let encrypted = try edited.encrypt(userKey: login.userKey)
-            events.append(.init(cipherId: cipher.id!, type: .updated,
-                                body: .operation(OperationBody(cipher: encrypted, passwordChanged: true,
-                                                               baseRevisionDate: cipher.revisionDate, at: at))))
-            local.append(.upsert(encrypted))
+            let (event, change) = try pendingUpdate(of: cipher, n: n, key: login.userKey, at: at)
+            events.append(event)
+            local.append(change)
         }
     }
     try await store.append(userId: login.userId, events: events, localChanges: local)
+    return try await timedResolution(store: store, client: client, userId: login.userId, concurrency: concurrency,
+                                     serverPid: process.processIdentifier)
+}
 
+/// A pending offline create of `view` (a new id): its event and local copy.
+private func pendingCreate(_ view: CipherView, key: SymmetricCryptoKey, at: BitwardenDate) throws -> (VaultLogStore.PlannedEvent, LocalChange) {
+    var view = view
+    view.id = UUID().uuidString.lowercased()
+    let encrypted = try view.encrypt(userKey: key)
+    return (.init(cipherId: view.id!, type: .created,
+                  body: .operation(OperationBody(cipher: encrypted, passwordChanged: false, baseRevisionDate: nil, at: at))),
+            .upsert(encrypted))
+}
+
+/// A pending offline update of the server's `cipher` that changes its password: its event and local copy.
+private func pendingUpdate(of cipher: Cipher, n: Int, key: SymmetricCryptoKey, at: BitwardenDate) throws -> (VaultLogStore.PlannedEvent, LocalChange) {
+    var edited = try cipher.decrypt(userKey: key)
+    edited.login?.password = "new-\(n)"
+    let encrypted = try edited.encrypt(userKey: key)
+    return (.init(cipherId: cipher.id!, type: .updated,
+                  body: .operation(OperationBody(cipher: encrypted, passwordChanged: true, baseRevisionDate: cipher.revisionDate, at: at))),
+            .upsert(encrypted))
+}
+
+/// Resolves everything pending at `concurrency`, timed, with the CPU time of this process and
+/// of the server process `serverPid` (when separate); closes the store.
+private func timedResolution(store: VaultLogStore, client: BitwardenClient, userId: String, concurrency: Int,
+                             serverPid: Int32?) async throws -> ResolveRun {
     var options = ResolverOptions()
     options.concurrency = concurrency
     let resolver = OfflineSyncResolver(store: store, server: client, options: options)
-    let cpuBefore = processCPUSeconds(), serverBefore = processCPUSeconds(pid: process.processIdentifier)
+    let cpuBefore = processCPUSeconds(), serverBefore = serverPid.flatMap(processCPUSeconds(pid:))
     let start = ContinuousClock.now
-    let report = try await resolver.processPendingChanges(userId: login.userId)
+    let report = try await resolver.processPendingChanges(userId: userId)
     let elapsed = seconds(ContinuousClock.now - start)
-    let cpuAfter = processCPUSeconds(), serverAfter = processCPUSeconds(pid: process.processIdentifier)
+    let cpuAfter = processCPUSeconds(), serverAfter = serverPid.flatMap(processCPUSeconds(pid:))
     precondition(report.remainingCount == 0, "resolver left \(report.remainingCount) items pending: \(report.items.filter { $0.error != nil }.prefix(3))")
     store.close()
     let server = serverBefore.flatMap { before in serverAfter.map { $0 - before } }
@@ -241,36 +262,15 @@ private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: 
     var events: [VaultLogStore.PlannedEvent] = []
     var local: [LocalChange] = []
     for n in 0..<items {
-        var view = CipherView(type: .login, name: "Item \(n)", notes: "bench", login: LoginView(username: "u\(n)", password: "old-\(n)"))
-        if creates {
-            view.id = UUID().uuidString.lowercased()
-            let encrypted = try view.encrypt(userKey: login.userKey)
-            events.append(.init(cipherId: view.id!, type: .created,
-                                body: .operation(OperationBody(cipher: encrypted, passwordChanged: false, baseRevisionDate: nil, at: at))))
-            local.append(.upsert(encrypted))
-        } else {
-            let onServer = emulator.insertCipher(userId: login.userId, try view.encrypt(userKey: login.userKey))
-            var edited = try onServer.decrypt(userKey: login.userKey)
-            edited.login?.password = "new-\(n)"
-            let encrypted = try edited.encrypt(userKey: login.userKey)
-            events.append(.init(cipherId: onServer.id!, type: .updated,
-                                body: .operation(OperationBody(cipher: encrypted, passwordChanged: true,
-                                                               baseRevisionDate: onServer.revisionDate, at: at))))
-            local.append(.upsert(encrypted))
-        }
+        let view = CipherView(type: .login, name: "Item \(n)", notes: "bench", login: LoginView(username: "u\(n)", password: "old-\(n)"))
+        let (event, change) = creates
+            ? try pendingCreate(view, key: login.userKey, at: at)
+            : try pendingUpdate(of: emulator.insertCipher(userId: login.userId, try view.encrypt(userKey: login.userKey)), n: n,
+                                key: login.userKey, at: at)
+        events.append(event)
+        local.append(change)
     }
     try await store.append(userId: login.userId, events: events, localChanges: local)
     emulator.faults.setLatency(Double(latencyMs) / 1000, jitter: 0)
-
-    var options = ResolverOptions()
-    options.concurrency = concurrency
-    let resolver = OfflineSyncResolver(store: store, server: client, options: options)
-    let cpuBefore = processCPUSeconds()
-    let start = ContinuousClock.now
-    let report = try await resolver.processPendingChanges(userId: login.userId)
-    let elapsed = seconds(ContinuousClock.now - start)
-    let cpu = processCPUSeconds() - cpuBefore
-    precondition(report.remainingCount == 0, "resolver left \(report.remainingCount) items pending: \(report.items.filter { $0.error != nil }.prefix(3))")
-    store.close()
-    return ResolveRun(seconds: elapsed, clientCPU: cpu)
+    return try await timedResolution(store: store, client: client, userId: login.userId, concurrency: concurrency, serverPid: nil)
 }

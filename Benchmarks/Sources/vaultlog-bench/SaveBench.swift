@@ -25,18 +25,7 @@ func runSaveBench(quick: Bool, results: Results) throws {
 
     let key = SymmetricCryptoKey.generate()
     let userId = "5e1f0c3a-7d42-4b8e-9f10-aa0000000001"
-    // Two encrypted versions per item (the password changes between them).
-    let versions: [[Cipher]] = try (0..<items).map { n in
-        let id = UUID().uuidString.lowercased()
-        return try (0..<2).map { v in
-            var view = CipherView(type: .login, name: "Bank account \(n)", notes: "Security questions: first pet Rex, street Elm",
-                                  login: LoginView(username: "user\(n)@example.com", password: "correct horse battery \(n)-\(v)",
-                                                   uris: [LoginUriView(uri: "https://bank\(n).example.com/login")]))
-            view.id = id
-            view.revisionDate = BitwardenDate(Date(timeIntervalSince1970: 1_767_225_600))
-            return try view.encrypt(userKey: key)
-        }
-    }
+    let versions: [[Cipher]] = try (0..<items).map { n in try loginVersions(name: "Bank account \(n)", n: n, key: key) }
 
     return try withScratchDirectory("save") { dir in
         // VaultLog.
@@ -140,6 +129,20 @@ final class TwoFlushFloor {
                 && pwrite(meta, p.baseAddress, 4096, off_t((commits % 2) * 4096)) == 4096
         }
         guard ok else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+    }
+}
+
+/// Two encrypted versions of one login item `n` (same id; the password changes between them):
+/// what a save bench writes, alternating.
+func loginVersions(name: String, n: Int, key: SymmetricCryptoKey) throws -> [Cipher] {
+    let id = UUID().uuidString.lowercased()
+    return try (0..<2).map { v in
+        var view = CipherView(type: .login, name: name, notes: "Security questions: first pet Rex, street Elm",
+                              login: LoginView(username: "user\(n)@example.com", password: "correct horse battery \(name)-\(v)",
+                                               uris: [LoginUriView(uri: "https://site\(n).example.com/login")]))
+        view.id = id
+        view.revisionDate = BitwardenDate(Date(timeIntervalSince1970: 1_767_225_600))
+        return try view.encrypt(userKey: key)
     }
 }
 
