@@ -143,6 +143,7 @@ bench-deps: deps
 
 # Build output goes to stderr: stdout of bench and bench-quick is only the JSON lines.
 bench-build: bench-deps
+	@rm -f Benchmarks/.build/release.yaml   # SwiftPM keeps a stale plan for the path dependency (new files unbuilt)
 	@cd Benchmarks && $(SWIFT) build -c release --product vaultlog-bench >&2
 	@cd Benchmarks && $(SWIFT) build -c release --product vaultlog >&2   # the resolver group's separate server
 
