@@ -287,19 +287,11 @@ public struct VaultEvent: Sendable, Equatable {
     /// "passwordChanged":…,"v":1}`, sorted keys as ``encode(_:)`` writes) without decoding the
     /// cipher; nil for any other shape (the caller then decodes it fully).
     static func operationSummary(header: EventHeader, plaintext: [UInt8], placeholder: Cipher) -> VaultEvent? {
-        operationSummaryAndCipher(header: header, plaintext: plaintext, placeholder: placeholder)?.event
-    }
-
-    /// ``operationSummary(header:plaintext:placeholder:)`` and where the cipher's JSON object is
-    /// in `plaintext` (not checked: decoding it is the caller's business).
-    static func operationSummaryAndCipher(header: EventHeader, plaintext: [UInt8],
-                                          placeholder: Cipher) -> (event: VaultEvent, cipher: Range<Int>)? {
         guard let type = VaultEventType(rawValue: header.eventType), type.isOperation,
               let fields = operationFields(plaintext) else { return nil }
-        let event = VaultEvent(header: header, type: type,
-                               body: .operation(OperationBody(cipher: placeholder, passwordChanged: fields.passwordChanged,
-                                                              baseRevisionDate: fields.baseRevisionDate, at: fields.at)))
-        return (event, fields.cipher)
+        return VaultEvent(header: header, type: type,
+                          body: .operation(OperationBody(cipher: placeholder, passwordChanged: fields.passwordChanged,
+                                                         baseRevisionDate: fields.baseRevisionDate, at: fields.at)))
     }
 
     /// The small fields of a canonical operation body and where its cipher's JSON object is,

@@ -343,7 +343,7 @@ extension VaultLogStore {
                 let event: VaultEvent
                 do {
                     plaintext = try envelope.open(key: keys.sealing)
-                    event = try VaultEvent.operationSummary(header: header, plaintext: plaintext, placeholder: Cipher(type: .login))
+                    event = try VaultEvent.operationSummary(header: header, plaintext: plaintext, placeholder: Projection.undecodedSnapshot)
                         ?? VaultEvent(header: header, plaintext: plaintext)
                 } catch {
                     // The event stays for `verify`, and so does everything after it.

@@ -48,8 +48,7 @@ extension VaultLogStore {
     @discardableResult
     package func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange],
                         beforeCommit: ((LogTransaction) throws -> Void)?) throws -> [UInt64] {
-        let encodedChanges = try localChanges.map { try Self.encode($0, userId: userId) }
-        let (keys, newEvents) = try prepare(userId: userId, events: events, localChanges: localChanges, encodedChanges: encodedChanges)
+        let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
         // Grouped: saves from several threads (the app, an extension, the resolver's outcomes)
         // share a commit and its device flushes; each returns once its own save is durable.
         let sequences = try log.writeGrouped { txn -> [UInt64] in
@@ -77,8 +76,7 @@ extension VaultLogStore {
     /// code, on the log's writer thread (see the single-event form).
     @discardableResult
     public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
-        let encodedChanges = try localChanges.map { try Self.encode($0, userId: userId) }
-        let (keys, newEvents) = try prepare(userId: userId, events: events, localChanges: localChanges, encodedChanges: encodedChanges)
+        let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
         let sequences = try await log.writeAsync { txn -> [UInt64] in
             for change in encodedChanges { try self.apply(change, in: txn) }
             return try txn.append(newEvents, key: keys.sealing)
@@ -87,11 +85,13 @@ extension VaultLogStore {
         return sequences
     }
 
-    /// The events to append, their bodies encoded. An operation whose cipher is also a local
-    /// upsert of the same save (the usual offline edit) reuses that upsert's JSON.
-    private func prepare(userId: String, events: [PlannedEvent], localChanges: [LocalChange],
-                         encodedChanges: [EncodedLocalChange]) throws -> (UnlockedKeys, [NewEvent]) {
+    /// The events to append and the local changes, encoded outside the write transaction. An
+    /// operation whose cipher is also a local upsert of the same save (the usual offline edit)
+    /// reuses that upsert's JSON.
+    private func prepare(userId: String, events: [PlannedEvent],
+                         localChanges: [LocalChange]) throws -> (UnlockedKeys, [NewEvent], [EncodedLocalChange]) {
         let keys = try keys(userId)
+        let encodedChanges = try localChanges.map { try Self.encode($0, userId: userId) }
         let newEvents = try events.map { event -> NewEvent in
             let at: Date
             let body: [UInt8]
@@ -110,7 +110,7 @@ extension VaultLogStore {
             return NewEvent(userId: userId, cipherId: event.cipherId, eventType: event.type.rawValue,
                             recordedAtMillis: Self.millis(at), body: body)
         }
-        return (keys, newEvents)
+        return (keys, newEvents, encodedChanges)
     }
 
     /// Milliseconds since 1970 for an envelope header; a date outside Int64's range (only a

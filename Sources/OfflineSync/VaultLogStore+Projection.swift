@@ -220,22 +220,18 @@ extension VaultLogStore {
         }
     }
 
-    /// Opens and decodes envelopes, in parallel for large batches (order kept). An operation
+    /// Opens and decodes envelopes for the eager fold, in parallel for large batches (order
+    /// kept), one result per envelope so one bad event does not hide the others. An operation
     /// that a later operation on the same item in the batch supersedes has its snapshot left
     /// undecoded (``VaultEvent/operationSummary(header:plaintext:placeholder:)``): the fold
-    /// keeps only the newest snapshot, and decoding the cipher is most of a fold's cost.
-    static func decode(_ envelopes: [Envelope], key: SealingKey) throws -> [VaultEvent] {
-        try decodeEach(envelopes, key: key).map { try $0.get() }
-    }
-
-    /// ``decode(_:key:)`` with one result per envelope, so one bad event does not hide the others.
+    /// keeps only the newest snapshot.
     static func decodeEach(_ envelopes: [Envelope], key: SealingKey) -> [Result<VaultEvent, any Error>] {
         var latest: [String: Int] = [:]
         for (i, envelope) in envelopes.enumerated() where VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true {
             latest[envelope.header.cipherId] = i
         }
         let lastOperation = latest
-        let placeholder = Cipher(type: .login)
+        let placeholder = Projection.undecodedSnapshot
         @Sendable func decodeOne(_ i: Int) throws -> VaultEvent {
             let envelope = envelopes[i]
             if lastOperation[envelope.header.cipherId].map({ $0 > i }) == true {

@@ -153,12 +153,8 @@ private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, c
           let text = summary["url"] as? String, let url = URL(string: text) else {
         throw BenchError("vaultlog serve printed no URL: \(String(decoding: line, as: UTF8.self))")
     }
-    let client = BitwardenClient(configuration: .selfHosted(url))
-    let login = try await client.login(email: email, password: password)
-    let dir = NSTemporaryDirectory() + "/vaultlog-resolver-bench-\(UUID().uuidString)"
+    let (client, login, store, dir) = try await loginWithNewStore(url: url, email: email, password: password)
     defer { try? FileManager.default.removeItem(atPath: dir) }
-    let store = try VaultLogStore(path: dir)
-    store.unlock(userId: login.userId, userKey: login.userKey)
 
     let at = BitwardenDate(Date())
     let views = (0..<items).map { n in
@@ -193,6 +189,18 @@ private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, c
     try await store.append(userId: login.userId, events: events, localChanges: local)
     return try await timedResolution(store: store, client: client, userId: login.userId, concurrency: concurrency,
                                      serverPid: process.processIdentifier)
+}
+
+/// Logs in to the server at `url` and opens a new store in a temp directory (the caller
+/// removes `dir`), unlocked for the account.
+private func loginWithNewStore(url: URL, email: String, password: String) async throws
+    -> (BitwardenClient, LoginResult, VaultLogStore, dir: String) {
+    let client = BitwardenClient(configuration: .selfHosted(url))
+    let login = try await client.login(email: email, password: password)
+    let dir = NSTemporaryDirectory() + "/vaultlog-resolver-bench-\(UUID().uuidString)"
+    let store = try VaultLogStore(path: dir)
+    store.unlock(userId: login.userId, userKey: login.userKey)
+    return (client, login, store, dir)
 }
 
 /// A pending offline create of `view` (a new id): its event and local copy.
@@ -250,12 +258,8 @@ private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: 
     defer { Task { await emulator.stop() } }
     let email = "bench@example.com", password = "bench password"
     try emulator.createAccount(email: email, password: password, iterations: 5000)
-    let client = BitwardenClient(configuration: .selfHosted(url))
-    let login = try await client.login(email: email, password: password)
-    let dir = NSTemporaryDirectory() + "/vaultlog-resolver-bench-\(UUID().uuidString)"
+    let (client, login, store, dir) = try await loginWithNewStore(url: url, email: email, password: password)
     defer { try? FileManager.default.removeItem(atPath: dir) }
-    let store = try VaultLogStore(path: dir)
-    store.unlock(userId: login.userId, userKey: login.userKey)
 
     // Pending state written directly (one transaction), so set-up does not dominate.
     let at = BitwardenDate(Date())
