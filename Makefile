@@ -12,14 +12,16 @@ IMPORT_CHECK := --explicit-target-dependency-import-check error
 .PHONY: deps build docs graph example demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target;
-# libargon2-dev provides argon2.h, libargon2.so and libargon2.pc for CArgon2 (Argon2id accounts).
+# libargon2-dev provides argon2.h, libargon2.so and libargon2.pc for CArgon2 (Argon2id accounts);
+# libssl-dev provides OpenSSL's evp.h, libcrypto.so and libcrypto.pc for CLibCrypto (AES-256-CBC).
 deps:
-	@if ! pkg-config --exists lmdb || ! pkg-config --exists libargon2; then \
-		echo "Installing liblmdb-dev and libargon2-dev (LMDB and Argon2 headers and pkg-config files)..." >&2; \
-		$(SUDO) apt-get update -qq >&2 && $(SUDO) apt-get install -y -qq liblmdb-dev libargon2-dev pkg-config >&2; \
+	@if ! pkg-config --exists lmdb || ! pkg-config --exists libargon2 || ! pkg-config --exists libcrypto; then \
+		echo "Installing liblmdb-dev, libargon2-dev and libssl-dev (LMDB, Argon2 and libcrypto headers and pkg-config files)..." >&2; \
+		$(SUDO) apt-get update -qq >&2 && $(SUDO) apt-get install -y -qq liblmdb-dev libargon2-dev libssl-dev pkg-config >&2; \
 	fi
 	@pkg-config --exists lmdb || { echo "error: liblmdb-dev is still missing; install it with 'apt-get install liblmdb-dev'" >&2; exit 1; }
 	@pkg-config --exists libargon2 || { echo "error: libargon2-dev is still missing; install it with 'apt-get install libargon2-dev'" >&2; exit 1; }
+	@pkg-config --exists libcrypto || { echo "error: libssl-dev is still missing; install it with 'apt-get install libssl-dev'" >&2; exit 1; }
 
 build: deps
 	$(SWIFT) build $(IMPORT_CHECK)

@@ -55,11 +55,22 @@ let package = Package(
             providers: [.apt(["libargon2-dev"]), .brew(["argon2"])]
         ),
 
+        // AES-256-CBC from Debian's libssl-dev (OpenSSL's libcrypto, EVP interface) on Linux, never
+        // vendored: one key schedule and no `Data` copies per message. Elsewhere VaultCrypto uses
+        // swift-crypto's AES-CBC, which is also what the tests compare this against.
+        .systemLibrary(
+            name: "CLibCrypto",
+            path: "Sources/CLibCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
         // Bitwarden-compatible cryptography and the vault item model.
         .target(
             name: "VaultCrypto",
             dependencies: [
                 "CArgon2",
+                .target(name: "CLibCrypto", condition: .when(platforms: [.linux])),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]

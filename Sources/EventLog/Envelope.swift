@@ -259,7 +259,7 @@ public struct Envelope: Sendable {
     /// The AES-256-CBC ciphertext of `body` (independent per event, so a batch encrypts in parallel).
     static func encrypt(_ body: [UInt8], key: SealingKey.SubKey, iv: ArraySlice<UInt8>) throws -> [UInt8] {
         precondition(iv.count == ivBytes, "envelope IV must be 16 bytes")
-        return Array(try AES._CBC.encrypt(body, using: key.key.encryptionKey, iv: AES._CBC.IV(ivBytes: iv)))
+        return AESCBC.encrypt(body, key: key.key.encryptionKey, iv: iv)
     }
 
     /// Appends `iv ‖ mac ‖ ciphertext`, the MAC covering `out` (the header) ‖ IV ‖ ciphertext,
@@ -310,7 +310,7 @@ public struct Envelope: Sendable {
         let ctStart = headerLength + ivBytes + macBytes
         do {
             // The MAC matched above: the padding is checked without the constant-time path.
-            return try AuthenticatedCBC.decrypt(bytes[ctStart...], key: key.key.encryptionKey, iv: bytes[ivStart..<ivStart + ivBytes])
+            return try AESCBC.decryptVerified(bytes[ctStart...], key: key.key.encryptionKey, iv: bytes[ivStart..<ivStart + ivBytes])
         } catch {
             throw EnvelopeError.undecryptable(sequence: sequence)
         }

@@ -166,8 +166,7 @@ public struct EncString: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Encrypts with an explicit 16-byte IV (for test vectors and deterministic replays).
     public static func encrypt(_ plaintext: some DataProtocol, key: SymmetricCryptoKey, iv: [UInt8]) -> EncString {
         precondition(iv.count == 16, "AES-CBC IV must be 16 bytes")
-        // Encryption with a valid 32-byte key and 16-byte IV cannot fail.
-        let ciphertext = try! Array(AES._CBC.encrypt(plaintext, using: key.encryptionKey, iv: AES._CBC.IV(ivBytes: iv)))
+        let ciphertext = AESCBC.encrypt(plaintext, key: key.encryptionKey, iv: iv)
         let mac = computeMac(iv: iv, ciphertext: ciphertext, key: key.mac)
         return try! EncString(iv: iv, ciphertext: ciphertext, mac: mac)
     }
@@ -190,7 +189,7 @@ public struct EncString: Sendable, Hashable, Codable, CustomStringConvertible {
         }
         let expected = Self.computeMac(iv: iv, ciphertext: ciphertext, key: key.mac)
         guard constantTimeEquals(expected, mac) else { throw VaultCryptoError.authenticationFailed }
-        return try AuthenticatedCBC.decrypt(ciphertext, key: key.encryptionKey, iv: iv)
+        return try AESCBC.decryptVerified(ciphertext, key: key.encryptionKey, iv: iv)
     }
 
     /// Decrypts and interprets the plaintext as UTF-8.
@@ -209,14 +208,6 @@ public struct EncString: Sendable, Hashable, Codable, CustomStringConvertible {
         guard aesKey.bitCount == 256 else {
             throw VaultCryptoError.invalidKeyLength(expected: 32, actual: aesKey.bitCount / 8)
         }
-        return try Self.aesDecrypt(ciphertext, key: aesKey, iv: iv)
-    }
-
-    static func aesDecrypt(_ ciphertext: [UInt8], key: SymmetricKey, iv: [UInt8]) throws -> [UInt8] {
-        do {
-            return try Array(AES._CBC.decrypt(ciphertext, using: key, iv: AES._CBC.IV(ivBytes: iv)))
-        } catch {
-            throw VaultCryptoError.decryptionFailed
-        }
+        return try AESCBC.decryptUnauthenticated(ciphertext, key: aesKey, iv: iv)
     }
 }

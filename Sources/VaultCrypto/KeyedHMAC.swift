@@ -48,27 +48,3 @@ public struct KeyedHMACSHA256: Sendable {
         return outer.finalize().withUnsafeBytes { Array($0) }
     }
 }
-
-/// AES-256-CBC decryption of a ciphertext whose MAC the caller has already verified
-/// (encrypt-then-MAC): PKCS#7 padding is checked and removed on the plain byte array, instead of
-/// `AES._CBC.decrypt`'s constant-time removal through `Data`'s iterator, which cost as much as
-/// the decryption itself. Constant time is not needed once the MAC matched (nothing about the
-/// padding reaches anyone who cannot forge the MAC). Unauthenticated data must keep using
-/// `AES._CBC.decrypt`.
-public enum AuthenticatedCBC {
-    /// The plaintext; throws `VaultCryptoError.decryptionFailed` for a ciphertext that is not
-    /// whole blocks or whose padding is malformed.
-    public static func decrypt(_ ciphertext: some DataProtocol, key: SymmetricKey, iv: some DataProtocol) throws -> [UInt8] {
-        guard ciphertext.count > 0, ciphertext.count % 16 == 0 else { throw VaultCryptoError.decryptionFailed }
-        var plain: [UInt8]
-        do {
-            plain = Array(try AES._CBC.decrypt(ciphertext, using: key, iv: AES._CBC.IV(ivBytes: iv), noPadding: true))
-        } catch {
-            throw VaultCryptoError.decryptionFailed
-        }
-        guard let last = plain.last, last >= 1, last <= 16, Int(last) <= plain.count,
-              plain.suffix(Int(last)).allSatisfy({ $0 == last }) else { throw VaultCryptoError.decryptionFailed }
-        plain.removeLast(Int(last))
-        return plain
-    }
-}

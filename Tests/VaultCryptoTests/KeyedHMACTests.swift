@@ -54,25 +54,56 @@ import Testing
         }
     }
 
-    /// Every length from 0 to 100 bytes round-trips; a corrupted padding is refused, never
-    /// returned as plaintext.
-    @Test func authenticatedCBC_roundTripsAndRefusesBadPadding() throws {
+    /// Every length from 0 to 100 bytes round-trips on every backend; a corrupted padding is
+    /// refused, never returned as plaintext.
+    @Test(arguments: AESCBC.Backend.available)
+    func verifiedCBC_roundTripsAndRefusesBadPadding(backend: AESCBC.Backend) throws {
         let key = SymmetricKey(size: .bits256)
         let iv = (0..<16).map { UInt8($0) }
         for length in 0...100 {
             let plain = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7) }
             let ciphertext = Array(try AES._CBC.encrypt(plain, using: key, iv: AES._CBC.IV(ivBytes: iv)))
-            #expect(try AuthenticatedCBC.decrypt(ciphertext, key: key, iv: iv) == plain)
-            #expect(try AuthenticatedCBC.decrypt(ciphertext, key: key, iv: iv) == Array(try AES._CBC.decrypt(ciphertext, using: key, iv: AES._CBC.IV(ivBytes: iv))))
+            #expect(try AESCBC.decryptVerified(ciphertext, key: key, iv: iv, backend: backend) == plain)
+            #expect(try AESCBC.decryptVerified(ciphertext, key: key, iv: iv, backend: backend) == Array(try AES._CBC.decrypt(ciphertext, using: key, iv: AES._CBC.IV(ivBytes: iv))))
         }
-        // A last block whose padding byte is 0 or above 16 (encrypted without padding).
-        for bad: UInt8 in [0, 17, 255] {
-            let block = [UInt8](repeating: 1, count: 15) + [bad]
+        // A last block whose padding byte is 0 or above 16, or whose padding bytes differ
+        // (encrypted without padding).
+        for block in [[UInt8](repeating: 1, count: 15) + [0], [UInt8](repeating: 1, count: 15) + [17],
+                      [UInt8](repeating: 1, count: 15) + [255], [UInt8](repeating: 1, count: 14) + [2, 3]] {
             let ciphertext = Array(try AES._CBC.encrypt(block, using: key, iv: AES._CBC.IV(ivBytes: iv), noPadding: true))
-            #expect(throws: VaultCryptoError.self) { try AuthenticatedCBC.decrypt(ciphertext, key: key, iv: iv) }
+            #expect(throws: VaultCryptoError.self) { try AESCBC.decryptVerified(ciphertext, key: key, iv: iv, backend: backend) }
         }
         // Not whole blocks.
-        #expect(throws: VaultCryptoError.self) { try AuthenticatedCBC.decrypt([UInt8](repeating: 0, count: 17), key: key, iv: iv) }
-        #expect(throws: VaultCryptoError.self) { try AuthenticatedCBC.decrypt([UInt8](), key: key, iv: iv) }
+        #expect(throws: VaultCryptoError.self) { try AESCBC.decryptVerified([UInt8](repeating: 0, count: 17), key: key, iv: iv, backend: backend) }
+        #expect(throws: VaultCryptoError.self) { try AESCBC.decryptVerified([UInt8](), key: key, iv: iv, backend: backend) }
+    }
+
+    /// Every backend encrypts to the same bytes as swift-crypto's `AES._CBC` and decrypts what
+    /// the others encrypted: random keys, IVs and lengths (0 to 5,000 bytes, every length up to
+    /// 64), plaintexts given as arrays, slices and `Data`.
+    @Test func cbcBackends_agreeByteForByte() throws {
+        var generator = SystemRandomNumberGenerator()
+        let lengths = Array(0...64) + (0..<60).map { _ in Int.random(in: 65...5_000, using: &generator) }
+        for length in lengths {
+            let key = SymmetricKey(size: .bits256)
+            let iv = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let plain = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let reference = Array(try AES._CBC.encrypt(plain, using: key, iv: AES._CBC.IV(ivBytes: iv)))
+            for backend in AESCBC.Backend.available {
+                #expect(AESCBC.encrypt(plain, key: key, iv: iv, backend: backend) == reference, "\(backend), \(length) bytes")
+                #expect(AESCBC.encrypt(([0] + plain)[1...], key: key, iv: iv[...], backend: backend) == reference)
+                #expect(AESCBC.encrypt(Data(plain), key: key, iv: Data(iv), backend: backend) == reference)
+                #expect(try AESCBC.decryptVerified(reference, key: key, iv: iv, backend: backend) == plain)
+            }
+        }
+    }
+
+    /// On Linux the package links libcrypto and uses it; a build where libcrypto's AES-256-CBC
+    /// went missing would fall back to swift-crypto silently and lose the speed.
+    @Test func linuxUsesLibcrypto() {
+        #if os(Linux)
+        #expect(AESCBC.Backend.preferred == .libcrypto)
+        #expect(AESCBC.Backend.preferred.description.hasPrefix("libcrypto "))
+        #endif
     }
 }
