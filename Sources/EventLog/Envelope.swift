@@ -218,29 +218,57 @@ public struct Envelope: Sendable {
 
     /// Serialises a header.
     static func encodeHeader(_ header: EventHeader) throws -> [UInt8] {
-        let user = Array(header.userId.utf8)
-        let cipher = Array(header.cipherId.utf8)
-        guard user.count <= maxIdLength else { throw EnvelopeError.idTooLong(header.userId) }
-        guard cipher.count <= maxIdLength else { throw EnvelopeError.idTooLong(header.cipherId) }
+        let length = try headerLength(header)
+        return [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
+            writeHeader(header, length: length, to: UnsafeMutableRawBufferPointer(buffer))
+            count = length
+        }
+    }
+
+    /// The serialised length of `header`; throws for what `writeHeader` cannot store (an id over
+    /// ``maxIdLength`` bytes, a previous MAC of the wrong size).
+    static func headerLength(_ header: EventHeader) throws -> Int {
+        let userCount = header.userId.utf8.count
+        let cipherCount = header.cipherId.utf8.count
+        guard userCount <= maxIdLength else { throw EnvelopeError.idTooLong(header.userId) }
+        guard cipherCount <= maxIdLength else { throw EnvelopeError.idTooLong(header.cipherId) }
         let chained = header.formatVersion >= chainedFormatVersion
-        let previous = header.previousMAC ?? chainStart
-        guard !chained || previous.count == macBytes else {
+        if chained, let previous = header.previousMAC, previous.count != macBytes {
             throw EnvelopeError.malformed(sequence: header.sequence, reason: "previous MAC of \(previous.count) bytes (expected \(macBytes))")
         }
-        let length = fixedHeaderBytes + 2 + user.count + cipher.count + (chained ? macBytes : 0)
-        var out = [UInt8]()
-        out.reserveCapacity(length)
-        out.append(header.formatVersion)
-        out.append(UInt8(length))
-        appendBE(header.sequence, to: &out)
-        appendBE(UInt64(bitPattern: header.recordedAtMillis), to: &out)
-        appendBE(header.eventType, to: &out)
-        out.append(UInt8(user.count))
-        out.append(contentsOf: user)
-        out.append(UInt8(cipher.count))
-        out.append(contentsOf: cipher)
-        if chained { out.append(contentsOf: previous) }
-        return out
+        return fixedHeaderBytes + 2 + userCount + cipherCount + (chained ? macBytes : 0)
+    }
+
+    /// Writes `header` (of `length` bytes, from ``headerLength(_:)``) to the start of `out`. A
+    /// chained header without a previous MAC gets the chain start (zeros).
+    static func writeHeader(_ header: EventHeader, length: Int, to out: UnsafeMutableRawBufferPointer) {
+        var o = 0
+        func put(_ byte: UInt8) { out[o] = byte; o += 1 }
+        func putBE<T: FixedWidthInteger>(_ value: T) {
+            withUnsafeBytes(of: value.bigEndian) { UnsafeMutableRawBufferPointer(rebasing: out[o..<o + $0.count]).copyMemory(from: $0) }
+            o += MemoryLayout<T>.size
+        }
+        func putId(_ id: String) {
+            var id = id
+            id.withUTF8 { bytes in
+                put(UInt8(bytes.count))
+                UnsafeMutableRawBufferPointer(rebasing: out[o..<o + bytes.count]).copyMemory(from: UnsafeRawBufferPointer(bytes))
+                o += bytes.count
+            }
+        }
+        put(header.formatVersion)
+        put(UInt8(length))
+        putBE(header.sequence)
+        putBE(UInt64(bitPattern: header.recordedAtMillis))
+        putBE(header.eventType)
+        putId(header.userId)
+        putId(header.cipherId)
+        if header.formatVersion >= chainedFormatVersion {
+            let previous = header.previousMAC ?? chainStart
+            previous.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[o..<o + macBytes]).copyMemory(from: $0) }
+            o += macBytes
+        }
+        precondition(o == length, "header length \(length) does not match its fields (\(o))")
     }
 
     /// Seals `body` under `key` with `iv` and returns the stored bytes.

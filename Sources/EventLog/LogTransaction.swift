@@ -51,14 +51,13 @@ public struct LogTransaction {
         let sequences = (0..<UInt64(newEvents.count)).map { first + $0 }
         var chains: [String: [UInt8]] = [:]
         for user in Set(newEvents.map(\.userId)) { chains[user] = try chainTip(userId: user, key: key) }
-        let sealed = try Self.seal(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count),
-                                   chains: &chains)
+        let sealed = try SealedBatch(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count),
+                                     previousMACs: chains, parallelThreshold: Self.parallelSealThreshold)
+        chains = sealed.chains
         try transaction.withCursor(store.events) { cursor in
-            for (sequence, bytes) in zip(sequences, sealed) {
+            for (i, sequence) in sequences.enumerated() {
                 var k = sequence.bigEndian
-                try withUnsafeBytes(of: &k) { k in
-                    try bytes.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .append) }
-                }
+                try withUnsafeBytes(of: &k) { k in try cursor.put(key: k, value: sealed.envelope(i), flags: .append) }
             }
         }
         // Index entries in key order: a batch's entries then walk the B-tree forward instead of
@@ -160,35 +159,6 @@ public struct LogTransaction {
     /// Batches at least this large are sealed on all cores (sealing is independent per event
     /// once sequences are assigned; smaller batches are not worth the dispatch).
     static let parallelSealThreshold = 64
-
-    /// Seals events with consecutive sequences from `firstSequence`, each user's chained onto
-    /// `chains[user]` (its previous MAC; updated to the last MAC sealed). Bodies are encrypted
-    /// in parallel for large batches; the MACs then run in order, one extra 32-byte HMAC input
-    /// per event (the previous MAC is part of the header).
-    static func seal(_ events: [NewEvent], firstSequence: UInt64, key: SealingKey, ivs: [UInt8],
-                     chains: inout [String: [UInt8]]) throws -> [[UInt8]] {
-        let ciphertexts = try encrypt(events, key: key, ivs: ivs)
-        var out: [[UInt8]] = []
-        out.reserveCapacity(events.count)
-        for (i, event) in events.enumerated() {
-            let header = EventHeader(sequence: firstSequence + UInt64(i), userId: event.userId, cipherId: event.cipherId,
-                                     eventType: event.eventType, recordedAtMillis: event.recordedAtMillis,
-                                     previousMAC: chains[event.userId] ?? Envelope.chainStart)
-            var bytes = try Envelope.encodeHeader(header)
-            chains[event.userId] = try Envelope.appendMAC(ciphertext: ciphertexts[i], appendingTo: &bytes, key: key.events,
-                                                          iv: ivs[16 * i..<16 * i + 16])
-            out.append(bytes)
-        }
-        return out
-    }
-
-    /// The bodies' ciphertexts, in parallel for large batches.
-    static func encrypt(_ events: [NewEvent], key: SealingKey, ivs: [UInt8]) throws -> [[UInt8]] {
-        @Sendable func sealOne(_ i: Int) throws -> [UInt8] {
-            try Envelope.encrypt(events[i].body, key: key.events, iv: ivs[16 * i..<16 * i + 16])
-        }
-        return try parallelMap(count: events.count, threshold: parallelSealThreshold, sealOne)
-    }
 
     /// See ``EventLogStore/deleteUser(_:)``.
     @discardableResult

@@ -34,3 +34,17 @@ package func parallelMap<T: Sendable>(count: Int, threshold: Int,
     try parallelMap(count: count, threshold: threshold) { i in Result { try transform(i) } }
         .map { try $0.get() }
 }
+
+/// `for i in 0..<count { body(i) }`, spread over the cores when `count` reaches `threshold`.
+/// `body` must touch only what belongs to its own index (sealing a batch writes each event into
+/// its own range of one buffer).
+package func parallelForEach(count: Int, threshold: Int, _ body: @Sendable (Int) -> Void) {
+    guard count >= threshold, processorCount > 1 else {
+        for i in 0..<count { body(i) }
+        return
+    }
+    let chunks = min(count, processorCount * 4)
+    DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+        for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { body(i) }
+    }
+}

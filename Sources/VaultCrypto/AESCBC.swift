@@ -55,18 +55,39 @@ public enum AESCBC {
         }
     }
 
+    /// The length of the padded ciphertext of `plaintextCount` bytes (PKCS#7 always adds 1 to 16).
+    @inlinable
+    public static func ciphertextCount(plaintextCount: Int) -> Int { plaintextCount / 16 * 16 + 16 }
+
     /// The padded ciphertext of `plaintext` under a 32-byte `key` and 16-byte `iv`.
     public static func encrypt(
         _ plaintext: UnsafeRawBufferPointer, key: SymmetricKey, iv: UnsafeRawBufferPointer,
         backend: Backend = .preferred
     ) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: ciphertextCount(plaintextCount: plaintext.count)) { buffer, count in
+            count = encrypt(plaintext, key: key, iv: iv, into: UnsafeMutableRawBufferPointer(buffer), backend: backend)
+        }
+    }
+
+    /// Writes the padded ciphertext of `plaintext` to the start of `output`, which must hold
+    /// ``ciphertextCount(plaintextCount:)`` bytes, and returns that count. Sealing a batch of
+    /// events writes each ciphertext straight into the batch's buffer this way.
+    @discardableResult
+    public static func encrypt(
+        _ plaintext: UnsafeRawBufferPointer, key: SymmetricKey, iv: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer, backend: Backend = .preferred
+    ) -> Int {
         precondition(iv.count == 16, "AES-CBC IV must be 16 bytes")
         precondition(key.bitCount == 256, "AES-256 key must be 32 bytes")
+        let count = ciphertextCount(plaintextCount: plaintext.count)
+        precondition(output.count >= count, "AES-CBC output buffer too small")
         #if canImport(CLibCrypto)
-        if backend == .libcrypto, let out = LibCryptoCBC.encrypt(plaintext, key: key, iv: iv) { return out }
+        if backend == .libcrypto, LibCryptoCBC.encrypt(plaintext, key: key, iv: iv, into: output) == count { return count }
         #endif
         // Encryption with a valid 32-byte key and 16-byte IV cannot fail.
-        return try! Array(AES._CBC.encrypt(plaintext, using: key, iv: AES._CBC.IV(ivBytes: iv)))
+        let ciphertext = try! AES._CBC.encrypt(plaintext, using: key, iv: AES._CBC.IV(ivBytes: iv))
+        ciphertext.copyBytes(to: output)
+        return count
     }
 
     /// The padded ciphertext of `plaintext`.
@@ -154,25 +175,24 @@ enum LibCryptoCBC {
 
     static var version: String { String(cString: OpenSSL_version(Int32(OPENSSL_VERSION_STRING))) }
 
-    /// nil if libcrypto refused (the caller falls back to swift-crypto).
-    static func encrypt(_ plaintext: UnsafeRawBufferPointer, key: SymmetricKey, iv: UnsafeRawBufferPointer) -> [UInt8]? {
+    /// Writes the ciphertext to `output` and returns its length; nil if libcrypto refused (the
+    /// caller falls back to swift-crypto).
+    static func encrypt(_ plaintext: UnsafeRawBufferPointer, key: SymmetricKey, iv: UnsafeRawBufferPointer,
+                        into output: UnsafeMutableRawBufferPointer) -> Int? {
         guard let cipher, plaintext.count < Int(Int32.max) - 16, let ctx = EVP_CIPHER_CTX_new() else { return nil }
         defer { EVP_CIPHER_CTX_free(ctx) }
         let initialised = key.withUnsafeBytes { k in
             EVP_EncryptInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, iv.bindMemory(to: UInt8.self).baseAddress, nil) == 1
         }
         guard initialised else { return nil }
-        var ok = true
-        let out = [UInt8](unsafeUninitializedCapacity: plaintext.count / 16 * 16 + 16) { buffer, count in
-            var updated: Int32 = 0
-            var final: Int32 = 0
-            if plaintext.count > 0 {
-                ok = EVP_EncryptUpdate(ctx, buffer.baseAddress, &updated, plaintext.bindMemory(to: UInt8.self).baseAddress, Int32(plaintext.count)) == 1
-            }
-            ok = ok && EVP_EncryptFinal_ex(ctx, buffer.baseAddress! + Int(updated), &final) == 1
-            count = ok ? Int(updated + final) : 0
+        let out = output.bindMemory(to: UInt8.self).baseAddress!
+        var updated: Int32 = 0
+        var final: Int32 = 0
+        if plaintext.count > 0 {
+            guard EVP_EncryptUpdate(ctx, out, &updated, plaintext.bindMemory(to: UInt8.self).baseAddress, Int32(plaintext.count)) == 1 else { return nil }
         }
-        return ok ? out : nil
+        guard EVP_EncryptFinal_ex(ctx, out + Int(updated), &final) == 1 else { return nil }
+        return Int(updated + final)
     }
 
     /// Whole blocks decrypted, padding left in place; nil if libcrypto refused.

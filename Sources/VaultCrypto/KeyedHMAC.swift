@@ -43,8 +43,18 @@ public struct KeyedHMACSHA256: Sendable {
 
     /// The 32-byte MAC of everything added.
     public func finalize() -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 32) { buffer, count in
+            finalize(into: UnsafeMutableRawBufferPointer(buffer))
+            count = 32
+        }
+    }
+
+    /// Writes the 32-byte MAC of everything added to the start of `output` (at least 32 bytes),
+    /// without allocating.
+    public func finalize(into output: UnsafeMutableRawBufferPointer) {
+        precondition(output.count >= 32, "HMAC-SHA256 output needs 32 bytes")
         var outer = self.outer
         inner.finalize().withUnsafeBytes { outer.update(bufferPointer: $0) }
-        return outer.finalize().withUnsafeBytes { Array($0) }
+        outer.finalize().withUnsafeBytes { output.copyMemory(from: $0) }
     }
 }
