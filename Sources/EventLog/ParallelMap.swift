@@ -5,22 +5,22 @@ import Foundation
 /// (results in index order). Used to seal a batch of events before its commit and to open a
 /// batch of envelopes for a fold: both are pure per-element work on independent inputs.
 ///
-/// The results are written into one buffer that is deinitialized and freed before returning
-/// (the copy in the returned array is the only one left), so large batches do not leak.
+/// Each result is initialised in place in the returned array's storage: no optional per
+/// element, no second array, no copy of large values (a fold's results are enums with big
+/// payloads, and moving them through value witnesses was a fifth of the fold's time).
 package func parallelMap<T: Sendable>(count: Int, threshold: Int,
                                       _ transform: @Sendable (Int) -> T) -> [T] {
     guard count >= threshold, processorCount > 1 else { return (0..<count).map(transform) }
-    let cores = processorCount
-    let results = UnsafeMutableBufferPointer<T?>.allocate(capacity: count)
-    results.initialize(repeating: nil)
-    defer { results.deinitialize(); results.deallocate() }
-    nonisolated(unsafe) let output = results
-    let chunks = min(count, cores * 4)
-    DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-        // Each chunk writes only its own disjoint range of `output`.
-        for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { output[i] = transform(i) }
+    return [T](unsafeUninitializedCapacity: count) { buffer, initialized in
+        // Each chunk initialises only its own disjoint range; `transform` does not throw, so
+        // every element is initialised when `concurrentPerform` returns.
+        nonisolated(unsafe) let base = buffer.baseAddress!
+        let chunks = min(count, processorCount * 4)
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { (base + i).initialize(to: transform(i)) }
+        }
+        initialized = count
     }
-    return results.map { $0! }
 }
 
 /// The active processor count, read once: Foundation reads it from `/proc` and the cgroup

@@ -183,10 +183,11 @@ extension VaultLogStore {
     /// item's latest version is kept in `deferred` for ``materialize(_:into:)``.
     private func applyLazily(_ batch: [Envelope], to projection: inout Projection, key: SealingKey,
                              deferred: inout DeferredSnapshots) {
-        /// An opened event: a canonical operation's small fields and its plaintext, or a decoded event.
+        /// An opened event: a canonical operation's small fields and its plaintext, or a decoded
+        /// event (boxed: the rare case keeps every result small to move).
         enum Opened {
             case fields(VaultEventType, VaultEvent.OperationFields, [UInt8])
-            case event(VaultEvent)
+            indirect case event(VaultEvent)
         }
         let opened = parallelMap(count: batch.count, threshold: 256) { i in
             Result { () -> Opened in
