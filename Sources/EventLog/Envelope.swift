@@ -325,8 +325,10 @@ public struct Envelope: Sendable {
             var hmac = key.hmac
             hmac.update(data: UnsafeRawBufferPointer(rebasing: raw[0..<macStart]))
             hmac.update(data: UnsafeRawBufferPointer(rebasing: raw[(macStart + macBytes)...]))
-            let expected = hmac.finalize()
-            return expected.withUnsafeBytes { constantTimeEquals($0, raw[macStart..<macStart + macBytes]) }
+            return withUnsafeTemporaryAllocation(byteCount: macBytes, alignment: 1) { expected in
+                hmac.finalize(into: expected)
+                return constantTimeEquals(UnsafeRawBufferPointer(expected), raw[macStart..<macStart + macBytes])
+            }
         }
     }
 

@@ -113,16 +113,12 @@ public enum AESCBC {
         precondition(iv.count == 16, "AES-CBC IV must be 16 bytes")
         guard key.bitCount == 256 else { throw VaultCryptoError.invalidKeyLength(expected: 32, actual: key.bitCount / 8) }
         guard ciphertext.count > 0, ciphertext.count % 16 == 0 else { throw VaultCryptoError.decryptionFailed }
-        var plain: [UInt8]
         #if canImport(CLibCrypto)
-        if backend == .libcrypto, let out = LibCryptoCBC.decryptBlocks(ciphertext, key: key, iv: iv) {
-            plain = out
-        } else {
-            plain = try swiftCryptoDecryptBlocks(ciphertext, key: key, iv: iv)
-        }
-        #else
-        plain = try swiftCryptoDecryptBlocks(ciphertext, key: key, iv: iv)
+        // libcrypto checks and strips the padding itself; a refusal (bad padding) goes the
+        // portable way below, which refuses it too, with the same error.
+        if backend == .libcrypto, let plain = LibCryptoCBC.decrypt(ciphertext, key: key, iv: iv) { return plain }
         #endif
+        var plain = try swiftCryptoDecryptBlocks(ciphertext, key: key, iv: iv)
         guard let last = plain.last, last >= 1, last <= 16, Int(last) <= plain.count,
               plain.suffix(Int(last)).allSatisfy({ $0 == last }) else { throw VaultCryptoError.decryptionFailed }
         plain.removeLast(Int(last))
@@ -195,16 +191,19 @@ enum LibCryptoCBC {
         return Int(updated + final)
     }
 
-    /// Whole blocks decrypted, padding left in place; nil if libcrypto refused.
-    static func decryptBlocks(_ ciphertext: UnsafeRawBufferPointer, key: SymmetricKey, iv: UnsafeRawBufferPointer) -> [UInt8]? {
+    /// The plaintext, padding checked and removed by libcrypto; nil if libcrypto refused
+    /// (malformed padding included). Setting "no padding" would cost a parameter lookup by name
+    /// per call in OpenSSL 3, more than the padding check.
+    static func decrypt(_ ciphertext: UnsafeRawBufferPointer, key: SymmetricKey, iv: UnsafeRawBufferPointer) -> [UInt8]? {
         guard let cipher, ciphertext.count < Int(Int32.max), let ctx = EVP_CIPHER_CTX_new() else { return nil }
         defer { EVP_CIPHER_CTX_free(ctx) }
         let initialised = key.withUnsafeBytes { k in
             EVP_DecryptInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, iv.bindMemory(to: UInt8.self).baseAddress, nil) == 1
         }
-        guard initialised, EVP_CIPHER_CTX_set_padding(ctx, 0) == 1 else { return nil }
+        guard initialised else { return nil }
         var ok = true
-        let out = [UInt8](unsafeUninitializedCapacity: ciphertext.count) { buffer, count in
+        // EVP writes up to one block more than it keeps while it holds back the last block.
+        let out = [UInt8](unsafeUninitializedCapacity: ciphertext.count + 16) { buffer, count in
             var updated: Int32 = 0
             var final: Int32 = 0
             ok = EVP_DecryptUpdate(ctx, buffer.baseAddress, &updated, ciphertext.bindMemory(to: UInt8.self).baseAddress, Int32(ciphertext.count)) == 1
