@@ -167,20 +167,14 @@ public struct Projection: Codable, Sendable, Equatable {
             case .resolved, .clearedAfterOnlineSuccess:
                 pending[id] = nil
             case .resolutionFailed:
-                guard var change = pending[id] else { break }
-                // Saturating: the count is the log's, and a huge one must not trap.
-                change.attempts = outcome.attempt ?? (change.attempts == .max ? .max : change.attempts + 1)
-                change.lastError = outcome.reason
-                change.nextRetryAt = outcome.nextRetryAt
-                change.isDeadLetter = outcome.deadLetter ?? false
-                change.waitingForServer = outcome.serverUnreachable
-                pending[id] = change
+                // In place (a pending change carries its snapshot: copying it out is not free).
+                guard let index = pending.index(forKey: id) else { break }
+                Self.recordFailure(outcome, into: &pending.values[index])
             case .retryRequested:
-                guard var change = pending[id] else { break }
-                change.isDeadLetter = false
-                change.attempts = 0
-                change.nextRetryAt = nil
-                pending[id] = change
+                guard let index = pending.index(forKey: id) else { break }
+                pending.values[index].isDeadLetter = false
+                pending.values[index].attempts = 0
+                pending.values[index].nextRetryAt = nil
             case .idMapped:
                 if let serverId = outcome.serverId { idMap[id] = serverId }
                 fallthrough
@@ -198,38 +192,55 @@ public struct Projection: Codable, Sendable, Equatable {
     }
 
     /// Folds an operation whose body was read without its cipher (the lazy fold): everything
-    /// ``apply(_:)`` does but the latest snapshot, which the caller sets afterwards.
+    /// ``apply(_:)`` does but the latest snapshot, which the caller sets afterwards. True when
+    /// the item is now pending with this event as its latest version (the snapshot to keep).
+    @discardableResult
     mutating func applyOperationFields(_ header: EventHeader, type: VaultEventType, passwordChanged: Bool,
-                                       baseRevisionDate: BitwardenDate?, at: BitwardenDate) {
+                                       baseRevisionDate: BitwardenDate?, at: BitwardenDate) -> Bool {
         precondition(header.sequence > lastSequence, "events fold in sequence order")
         lastSequence = header.sequence
-        guard !isQuarantined(header.cipherId) else { return }
-        applyOperation(type, sequence: header.sequence, cipherId: header.cipherId, passwordChanged: passwordChanged,
-                       baseRevisionDate: baseRevisionDate, at: at, cipher: nil)
+        guard !isQuarantined(header.cipherId) else { return false }
+        return applyOperation(type, sequence: header.sequence, cipherId: header.cipherId, passwordChanged: passwordChanged,
+                              baseRevisionDate: baseRevisionDate, at: at, cipher: nil)
+    }
+
+    /// A failed attempt's outcome on its pending change.
+    private static func recordFailure(_ outcome: OutcomeBody, into change: inout PendingChange) {
+        // Saturating: the count is the log's, and a huge one must not trap.
+        change.attempts = outcome.attempt ?? (change.attempts == .max ? .max : change.attempts + 1)
+        change.lastError = outcome.reason
+        change.nextRetryAt = outcome.nextRetryAt
+        change.isDeadLetter = outcome.deadLetter ?? false
+        change.waitingForServer = outcome.serverUnreachable
     }
 
     /// The snapshot of a change whose latest version is not decoded yet (lazy fold).
     static let undecodedSnapshot = Cipher(type: .login)
 
     /// An operation event (type merge, counts, versions); `cipher` nil leaves the latest
-    /// snapshot to the caller.
+    /// snapshot to the caller. True when the item stays pending (this event its latest version).
+    ///
+    /// The change is read and updated in place through its dictionary index: a pending change
+    /// carries its snapshot (a `Cipher` of dozens of fields), and each copy taken out of the
+    /// dictionary retained and released all of them, several times per event.
+    @discardableResult
     private mutating func applyOperation(_ eventType: VaultEventType, sequence: UInt64, cipherId id: String, passwordChanged: Bool,
-                                         baseRevisionDate: BitwardenDate?, at: BitwardenDate, cipher: Cipher?) {
-        var merged = PendingChangeType.merge(pending[id]?.changeType, eventType)
+                                         baseRevisionDate: BitwardenDate?, at: BitwardenDate, cipher: Cipher?) -> Bool {
+        let index = pending.index(forKey: id)
+        var merged = PendingChangeType.merge(index.map { pending.values[$0].changeType }, eventType)
         // A create that may have reached the server is not discarded by a delete: the
         // server copy must be found and deleted too.
-        if merged == .discard, let change = pending[id], change.uncertainCreate {
+        if merged == .discard, let index, pending.values[index].uncertainCreate {
             merged = .pending(eventType == .hardDeleted ? .hardDelete : .softDelete)
         }
         switch merged {
         case .discard:
-            pending[id] = nil
+            if let index { pending.remove(at: index) }
+            return false
         case .pending(let type):
-            if pending[id] != nil {
-                // Mutated in place through the dictionary: a copy taken out and put back
-                // would copy the sequence arrays on every append (quadratic in the edits).
+            if let index {
                 Self.fold(eventType, sequence: sequence, passwordChanged: passwordChanged, at: at, cipher: cipher, as: type,
-                          into: &pending[id]!)
+                          into: &pending.values[index])
             } else {
                 pending[id] = PendingChange(
                     cipherId: id, changeType: type,
@@ -241,6 +252,7 @@ public struct Projection: Codable, Sendable, Equatable {
                     hasEdits: eventType == .updated,
                     startedAsCreate: type == .create ? true : nil)
             }
+            return true
         }
     }
 

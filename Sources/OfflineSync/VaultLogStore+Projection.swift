@@ -204,10 +204,9 @@ extension VaultLogStore {
             let header = envelope.header
             switch result {
             case .success(.fields(let type, let fields, let plaintext)):
-                projection.applyOperationFields(header, type: type, passwordChanged: fields.passwordChanged,
-                                                baseRevisionDate: fields.baseRevisionDate, at: fields.at)
                 // Applied (not skipped for a quarantine) and now the item's latest version.
-                if projection.pending[header.cipherId]?.versionSequences.last == header.sequence {
+                if projection.applyOperationFields(header, type: type, passwordChanged: fields.passwordChanged,
+                                                   baseRevisionDate: fields.baseRevisionDate, at: fields.at) {
                     deferred[header.cipherId] = (header.sequence, plaintext[fields.cipher])
                 }
             case .success(.event(let event)):
