@@ -121,12 +121,24 @@ extension VaultLogStore {
     }
 
     /// The fold's loop; with `deferred`, lazy (see the public form).
+    ///
+    /// While a full batch is opened and applied, the next one is read on another thread (its
+    /// own short read transaction, as every batch has): reading and applying run on one core
+    /// each, so the other core would otherwise wait. The prefetch assumes the batch folds up to
+    /// its last event, which a fold always does; it is always awaited before the loop returns.
     private func foldLoop(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
                           deferred: inout DeferredSnapshots, lazy: Bool) throws {
+        var prefetched: BatchRead?
+        defer { prefetched?.wait() }
         while true {
-            let read = try log.read { reader -> [Envelope]? in
-                guard try reader.horizon(userId: userId) <= projection.lastSequence else { return nil }
-                return try reader.envelopes(userId: userId, after: projection.lastSequence, limit: Self.foldBatch)
+            let read: [Envelope]?
+            if let pending = prefetched, pending.after == projection.lastSequence {
+                prefetched = nil
+                read = try pending.result()
+            } else {
+                prefetched?.wait()
+                prefetched = nil
+                read = try readBatch(userId: userId, after: projection.lastSequence)
             }
             guard let read else {
                 let horizon = try horizon(userId: userId)
@@ -137,8 +149,11 @@ extension VaultLogStore {
                 deferred.removeAll()
                 continue
             }
-            let batch = read.filter { $0.header.sequence <= sequence }
+            let batch = read.last.map { $0.header.sequence <= sequence } == true ? read : read.filter { $0.header.sequence <= sequence }
             guard !batch.isEmpty else { return }
+            if batch.count == Self.foldBatch, let last = batch.last?.header.sequence, last < sequence {
+                prefetched = BatchRead(after: last) { [self] in try readBatch(userId: userId, after: last) }
+            }
             // One event that cannot be opened or decoded quarantines its item only.
             if lazy {
                 applyLazily(batch, to: &projection, key: key, deferred: &deferred)
@@ -146,6 +161,15 @@ extension VaultLogStore {
                 apply(batch, to: &projection, key: key)
             }
             guard batch.count == Self.foldBatch else { return }
+        }
+    }
+
+    /// The user's next batch of envelopes after `after`, or nil when a compaction removed some
+    /// of them (the horizon is past `after`).
+    private func readBatch(userId: String, after: UInt64) throws -> [Envelope]? {
+        try log.read { reader -> [Envelope]? in
+            guard try reader.horizon(userId: userId) <= after else { return nil }
+            return try reader.envelopes(userId: userId, after: after, limit: Self.foldBatch)
         }
     }
 
@@ -396,5 +420,36 @@ extension VaultLogStore {
         let targets = observers.withLock { $0.values.filter { $0.userId == userId }.map(\.continuation) }
         guard !targets.isEmpty, let count = try? pendingCount(userId: userId) else { return }
         for continuation in targets { continuation.yield(count) }
+    }
+}
+
+/// A batch read started on another thread (the fold's prefetch); ``result()`` waits for it.
+private final class BatchRead: @unchecked Sendable {
+    /// The sequence the batch was read after.
+    let after: UInt64
+    private let done = DispatchSemaphore(value: 0)
+    // Written once by the reading thread before `done` is signalled, read after waiting.
+    private var outcome: Result<[Envelope]?, any Error>?
+    private var waited = false
+
+    init(after: UInt64, _ read: @escaping @Sendable () throws -> [Envelope]?) {
+        self.after = after
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            outcome = Result { try read() }
+            done.signal()
+        }
+    }
+
+    /// Waits for the read to finish (once; later calls return at once).
+    func wait() {
+        guard !waited else { return }
+        done.wait()
+        waited = true
+    }
+
+    /// The batch, or the read's error.
+    func result() throws -> [Envelope]? {
+        wait()
+        return try outcome!.get()
     }
 }

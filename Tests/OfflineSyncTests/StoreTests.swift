@@ -186,6 +186,15 @@ import VaultLogTesting
         let reference = Projection.fold(userId: h.userId, try h.store.events(userId: h.userId))
         #expect(folded == reference)
         #expect(folded.pending["item-0"]?.versionSequences.count == (events.count + 49) / 50, "every version of item-0, across batches")
+        // Stopping inside a batch (the next batch is read ahead while one is applied, and must
+        // not be folded past the sequence asked for), and lazily and eagerly alike.
+        let all = try h.store.events(userId: h.userId)
+        for stop in [VaultLogStore.foldBatch - 1, VaultLogStore.foldBatch, VaultLogStore.foldBatch + 1_000, all.count - 1] {
+            let sequence = all[stop].sequence
+            #expect(try h.store.projection(userId: h.userId, at: sequence) == Projection.fold(userId: h.userId, all.prefix(stop + 1)),
+                    "as of event \(stop)")
+        }
+        #expect(try h.store.lazyFoldDisagreement(userId: h.userId) == nil)
     }
 
     @Test func logout_removesUsersEventsAndLocalItems() async throws {
