@@ -6,7 +6,7 @@ import VaultModel
 ///
 /// ```
 /// "VLC2" ‖ u32 n ‖ n bytes: the projection's JSON, each pending item's latest snapshot left
-///                  out (a placeholder)
+///                  out (no `latest` key; older writes have a placeholder there)
 ///        ‖ for each pending item, in id order: u16 k ‖ k bytes: cipher id ‖ u32 m ‖ m bytes:
 ///                  the latest snapshot's JSON
 /// ```
@@ -24,9 +24,9 @@ enum CheckpointPayload {
         let snapshots = try parallelMap(count: ids.count, threshold: 64) { i in
             try VaultEvent.encodeCipher(projection.pending[ids[i]]!.latest)
         }
-        var bare = projection
-        for id in ids { bare.pending[id]?.latest = Projection.undecodedSnapshot }
-        let json = Array(try VaultEvent.canonicalEncoder().encode(bare))
+        let encoder = VaultEvent.canonicalEncoder()
+        encoder.userInfo[PendingChange.omitsSnapshot] = true
+        let json = Array(try encoder.encode(projection))
         var out = magic
         out.reserveCapacity(8 + json.count + snapshots.reduce(0) { $0 + $1.count + 48 })
         append(UInt32(json.count), to: &out)

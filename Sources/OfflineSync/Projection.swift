@@ -111,6 +111,62 @@ public struct PendingChange: Codable, Sendable, Equatable {
     }
 }
 
+extension PendingChange {
+    /// Set to `true` in a `JSONEncoder`'s `userInfo`, leaves ``latest`` out of the JSON (a
+    /// checkpoint stores the snapshots apart); decoding such JSON gives a placeholder snapshot.
+    static let omitsSnapshot = CodingUserInfoKey(rawValue: "vaultlog.pendingChange.omitsSnapshot")!
+
+    private enum CodingKeys: String, CodingKey {
+        case cipherId, changeType, originalRevisionDate, offlinePasswordChangeCount, createdAt, updatedAt, latest
+        case versionSequences, passwordChangeSequences, hasEdits, attempts, lastError, nextRetryAt, isDeadLetter
+        case waitingForServer, steps, startedAsCreate
+    }
+
+    /// The JSON the synthesized conformance read, and the same without `latest` (then a
+    /// placeholder until the checkpoint's snapshot replaces it).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        cipherId = try c.decode(String.self, forKey: .cipherId)
+        changeType = try c.decode(PendingChangeType.self, forKey: .changeType)
+        originalRevisionDate = try c.decodeIfPresent(BitwardenDate.self, forKey: .originalRevisionDate)
+        offlinePasswordChangeCount = try c.decode(Int.self, forKey: .offlinePasswordChangeCount)
+        createdAt = try c.decode(BitwardenDate.self, forKey: .createdAt)
+        updatedAt = try c.decode(BitwardenDate.self, forKey: .updatedAt)
+        latest = try c.decodeIfPresent(Cipher.self, forKey: .latest) ?? Projection.undecodedSnapshot
+        versionSequences = try c.decode([UInt64].self, forKey: .versionSequences)
+        passwordChangeSequences = try c.decode([UInt64].self, forKey: .passwordChangeSequences)
+        hasEdits = try c.decodeIfPresent(Bool.self, forKey: .hasEdits) ?? false
+        attempts = try c.decodeIfPresent(Int.self, forKey: .attempts) ?? 0
+        lastError = try c.decodeIfPresent(String.self, forKey: .lastError)
+        nextRetryAt = try c.decodeIfPresent(BitwardenDate.self, forKey: .nextRetryAt)
+        isDeadLetter = try c.decodeIfPresent(Bool.self, forKey: .isDeadLetter) ?? false
+        waitingForServer = try c.decodeIfPresent(Bool.self, forKey: .waitingForServer)
+        steps = try c.decodeIfPresent([ResolutionStep].self, forKey: .steps) ?? []
+        startedAsCreate = try c.decodeIfPresent(Bool.self, forKey: .startedAsCreate)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(cipherId, forKey: .cipherId)
+        try c.encode(changeType, forKey: .changeType)
+        try c.encodeIfPresent(originalRevisionDate, forKey: .originalRevisionDate)
+        try c.encode(offlinePasswordChangeCount, forKey: .offlinePasswordChangeCount)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(updatedAt, forKey: .updatedAt)
+        if encoder.userInfo[Self.omitsSnapshot] as? Bool != true { try c.encode(latest, forKey: .latest) }
+        try c.encode(versionSequences, forKey: .versionSequences)
+        try c.encode(passwordChangeSequences, forKey: .passwordChangeSequences)
+        try c.encode(hasEdits, forKey: .hasEdits)
+        try c.encode(attempts, forKey: .attempts)
+        try c.encodeIfPresent(lastError, forKey: .lastError)
+        try c.encodeIfPresent(nextRetryAt, forKey: .nextRetryAt)
+        try c.encode(isDeadLetter, forKey: .isDeadLetter)
+        try c.encodeIfPresent(waitingForServer, forKey: .waitingForServer)
+        try c.encode(steps, forKey: .steps)
+        try c.encodeIfPresent(startedAsCreate, forKey: .startedAsCreate)
+    }
+}
+
 /// The projection of one user's log: every pending item, the id map, and the last sequence
 /// folded. `fold(all) == fold(checkpoint) + fold(tail)` (property-tested).
 public struct Projection: Codable, Sendable, Equatable {
