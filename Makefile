@@ -41,7 +41,7 @@ DOCS_SYMBOLS := .build/docs/symbol-graphs
 docs: build
 	@rm -rf $(DOCS_SYMBOLS) && mkdir -p $(DOCS_SYMBOLS)
 	$(SWIFT) symbolgraph-extract -module-name OfflineSync -I $$($(SWIFT) build --show-bin-path)/Modules \
-		-Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap -Xcc -fmodule-map-file=Sources/CArgon2/module.modulemap \
+		-Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap -Xcc -fmodule-map-file=Sources/CArgon2/module.modulemap -Xcc -fmodule-map-file=Sources/CLibCrypto/module.modulemap \
 		-target $$(uname -m)-unknown-linux-gnu -minimum-access-level public -output-dir $(DOCS_SYMBOLS)
 	docc convert Sources/OfflineSync/OfflineSync.docc --additional-symbol-graph-dir $(DOCS_SYMBOLS) \
 		--fallback-display-name OfflineSync --fallback-bundle-identifier org.vaultlog.OfflineSync \
