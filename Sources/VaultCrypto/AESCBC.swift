@@ -99,10 +99,11 @@ public enum AESCBC {
         }
     }
 
-    /// Decrypts a ciphertext whose MAC the caller has already verified (encrypt-then-MAC):
-    /// PKCS#7 padding is checked and removed on the plain byte array, not in constant time.
-    /// Constant time is not needed once the MAC matched (nothing about the padding reaches anyone
-    /// who cannot forge the MAC). Unauthenticated data must use ``decryptUnauthenticated(_:key:iv:)``.
+    /// Decrypts a ciphertext whose MAC the caller has already verified (encrypt-then-MAC): the
+    /// PKCS#7 padding is checked and removed by libcrypto, or on the plain byte array on the
+    /// portable path, not in constant time. Constant time is not needed once the MAC matched
+    /// (nothing about the padding reaches anyone who cannot forge the MAC). Unauthenticated data
+    /// must use ``decryptUnauthenticated(_:key:iv:)``.
     ///
     /// Throws ``VaultCryptoError/decryptionFailed`` for a ciphertext that is not whole blocks or
     /// whose padding is malformed.
