@@ -49,11 +49,10 @@ public struct LogTransaction {
         guard UInt64.max - last >= UInt64(newEvents.count) else { throw EventLogError.sequenceSpaceExhausted(last: last) }
         let first = last + 1
         let sequences = (0..<UInt64(newEvents.count)).map { first + $0 }
-        var chains: [String: [UInt8]] = [:]
-        for user in Set(newEvents.map(\.userId)) { chains[user] = try chainTip(userId: user, key: key) }
+        var tips: [String: [UInt8]] = [:]
+        for user in Set(newEvents.map(\.userId)) { tips[user] = try chainTip(userId: user, key: key) }
         let sealed = try SealedBatch(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count),
-                                     previousMACs: chains, parallelThreshold: Self.parallelSealThreshold)
-        chains = sealed.chains
+                                     previousMACs: tips, parallelThreshold: Self.parallelSealThreshold)
         try transaction.withCursor(store.events) { cursor in
             for (i, sequence) in sequences.enumerated() {
                 var k = sequence.bigEndian
@@ -91,7 +90,7 @@ public struct LogTransaction {
         }
         // Each user's head record moves in the same transaction as the events.
         for (user, groupSequences) in userGroups {
-            guard let lastOfUser = groupSequences.last, let chain = chains[user] else { continue }
+            guard let lastOfUser = groupSequences.last, let chain = sealed.chains[user] else { continue }
             try putHead(HeadRecord(userId: user, lastSequence: lastOfUser, chain: chain), key: key)
         }
         return sequences

@@ -15,10 +15,7 @@ package func parallelMap<T: Sendable>(count: Int, threshold: Int,
         // Each chunk initialises only its own disjoint range; `transform` does not throw, so
         // every element is initialised when `concurrentPerform` returns.
         nonisolated(unsafe) let base = buffer.baseAddress!
-        let chunks = min(count, processorCount * 4)
-        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-            for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { (base + i).initialize(to: transform(i)) }
-        }
+        inChunksOnAllCores(count) { i in (base + i).initialize(to: transform(i)) }
         initialized = count
     }
 }
@@ -43,6 +40,12 @@ package func parallelForEach(count: Int, threshold: Int, _ body: @Sendable (Int)
         for i in 0..<count { body(i) }
         return
     }
+    inChunksOnAllCores(count, body)
+}
+
+/// Runs `body` for every index in `0..<count`, in contiguous chunks (four per core) spread over
+/// the cores; returns when all have run.
+private func inChunksOnAllCores(_ count: Int, _ body: @Sendable (Int) -> Void) {
     let chunks = min(count, processorCount * 4)
     DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
         for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { body(i) }

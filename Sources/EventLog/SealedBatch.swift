@@ -18,8 +18,6 @@ final class SealedBatch {
     /// The MAC of each user's last event in the batch (the chain the next append continues).
     private(set) var chains: [String: [UInt8]] = [:]
 
-    var count: Int { offsets.count - 1 }
-
     /// Envelope `i`'s bytes (valid while the batch lives).
     func envelope(_ i: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: buffer[offsets[i]..<offsets[i + 1]])
@@ -51,7 +49,8 @@ final class SealedBatch {
             total += length + ivBytes + macBytes + AESCBC.ciphertextCount(plaintextCount: events[i].body.count)
         }
         offsets.append(total)
-        let chained = Envelope.currentFormatVersion >= Envelope.chainedFormatVersion
+        // New events are written in the current format, which chains each to the one before.
+        precondition(Envelope.currentFormatVersion >= Envelope.chainedFormatVersion, "sealing writes chained headers")
         self.offsets = offsets
         buffer = .allocate(byteCount: max(total, 1), alignment: 16)
 
@@ -80,22 +79,20 @@ final class SealedBatch {
         for i in events.indices {
             let start = offsets[i], headerLength = headerLengths[i]
             let ivStart = start + headerLength, macStart = ivStart + ivBytes
-            if chained {
-                let user = events[i].userId
-                let previousSlot = UnsafeMutableRawBufferPointer(rebasing: out[ivStart - macBytes..<ivStart])
-                if user == currentUser {
-                    previousSlot.copyMemory(from: UnsafeRawBufferPointer(rebasing: out[currentMAC..<currentMAC + macBytes]))
+            let user = events[i].userId
+            let previousSlot = UnsafeMutableRawBufferPointer(rebasing: out[ivStart - macBytes..<ivStart])
+            if user == currentUser {
+                previousSlot.copyMemory(from: UnsafeRawBufferPointer(rebasing: out[currentMAC..<currentMAC + macBytes]))
+            } else {
+                if let currentUser { lastMAC[currentUser] = currentMAC }
+                if let offset = lastMAC[user] {
+                    previousSlot.copyMemory(from: UnsafeRawBufferPointer(rebasing: out[offset..<offset + macBytes]))
                 } else {
-                    if let currentUser { lastMAC[currentUser] = currentMAC }
-                    if let offset = lastMAC[user] {
-                        previousSlot.copyMemory(from: UnsafeRawBufferPointer(rebasing: out[offset..<offset + macBytes]))
-                    } else {
-                        (previousMACs[user] ?? Envelope.chainStart).withUnsafeBytes { previousSlot.copyMemory(from: $0) }
-                    }
-                    currentUser = user
+                    (previousMACs[user] ?? Envelope.chainStart).withUnsafeBytes { previousSlot.copyMemory(from: $0) }
                 }
-                currentMAC = macStart
+                currentUser = user
             }
+            currentMAC = macStart
             var hmac = key.events.hmac
             hmac.update(data: UnsafeRawBufferPointer(rebasing: out[start..<macStart]))
             hmac.update(data: UnsafeRawBufferPointer(rebasing: out[(macStart + macBytes)..<offsets[i + 1]]))

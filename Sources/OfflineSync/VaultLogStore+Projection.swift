@@ -149,7 +149,8 @@ extension VaultLogStore {
                 deferred.removeAll()
                 continue
             }
-            let batch = read.last.map { $0.header.sequence <= sequence } == true ? read : read.filter { $0.header.sequence <= sequence }
+            // In sequence order: only a batch that runs past `sequence` needs cutting.
+            let batch = (read.last?.header.sequence ?? 0) <= sequence ? read : read.filter { $0.header.sequence <= sequence }
             guard !batch.isEmpty else { return }
             if batch.count == Self.foldBatch, let last = batch.last?.header.sequence, last < sequence {
                 prefetched = BatchRead(after: last) { [self] in try readBatch(userId: userId, after: last) }

@@ -176,42 +176,42 @@ enum LibCryptoCBC {
     /// caller falls back to swift-crypto).
     static func encrypt(_ plaintext: UnsafeRawBufferPointer, key: SymmetricKey, iv: UnsafeRawBufferPointer,
                         into output: UnsafeMutableRawBufferPointer) -> Int? {
-        guard let cipher, plaintext.count < Int(Int32.max) - 16, let ctx = EVP_CIPHER_CTX_new() else { return nil }
-        defer { EVP_CIPHER_CTX_free(ctx) }
-        let initialised = key.withUnsafeBytes { k in
-            EVP_EncryptInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, iv.bindMemory(to: UInt8.self).baseAddress, nil) == 1
-        }
-        guard initialised else { return nil }
-        let out = output.bindMemory(to: UInt8.self).baseAddress!
-        var updated: Int32 = 0
-        var final: Int32 = 0
-        if plaintext.count > 0 {
-            guard EVP_EncryptUpdate(ctx, out, &updated, plaintext.bindMemory(to: UInt8.self).baseAddress, Int32(plaintext.count)) == 1 else { return nil }
-        }
-        guard EVP_EncryptFinal_ex(ctx, out + Int(updated), &final) == 1 else { return nil }
-        return Int(updated + final)
+        crypt(plaintext, encrypting: true, key: key, iv: iv, into: output)
     }
 
     /// The plaintext, padding checked and removed by libcrypto; nil if libcrypto refused
     /// (malformed padding included). Setting "no padding" would cost a parameter lookup by name
     /// per call in OpenSSL 3, more than the padding check.
     static func decrypt(_ ciphertext: UnsafeRawBufferPointer, key: SymmetricKey, iv: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard let cipher, ciphertext.count < Int(Int32.max), let ctx = EVP_CIPHER_CTX_new() else { return nil }
-        defer { EVP_CIPHER_CTX_free(ctx) }
-        let initialised = key.withUnsafeBytes { k in
-            EVP_DecryptInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, iv.bindMemory(to: UInt8.self).baseAddress, nil) == 1
-        }
-        guard initialised else { return nil }
         var ok = true
         // EVP writes up to one block more than it keeps while it holds back the last block.
         let out = [UInt8](unsafeUninitializedCapacity: ciphertext.count + 16) { buffer, count in
-            var updated: Int32 = 0
-            var final: Int32 = 0
-            ok = EVP_DecryptUpdate(ctx, buffer.baseAddress, &updated, ciphertext.bindMemory(to: UInt8.self).baseAddress, Int32(ciphertext.count)) == 1
-                && EVP_DecryptFinal_ex(ctx, buffer.baseAddress! + Int(updated), &final) == 1
-            count = ok ? Int(updated + final) : 0
+            let written = crypt(ciphertext, encrypting: false, key: key, iv: iv, into: UnsafeMutableRawBufferPointer(buffer))
+            ok = written != nil
+            count = written ?? 0
         }
         return ok ? out : nil
+    }
+
+    /// One whole message through a fresh context (PKCS#7 padding added or checked and removed):
+    /// the number of bytes written to `output`, or nil if libcrypto refused.
+    private static func crypt(_ input: UnsafeRawBufferPointer, encrypting: Bool, key: SymmetricKey, iv: UnsafeRawBufferPointer,
+                              into output: UnsafeMutableRawBufferPointer) -> Int? {
+        guard let cipher, input.count < Int(Int32.max) - 16, let ctx = EVP_CIPHER_CTX_new() else { return nil }
+        defer { EVP_CIPHER_CTX_free(ctx) }
+        let initialised = key.withUnsafeBytes { k in
+            EVP_CipherInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, iv.bindMemory(to: UInt8.self).baseAddress,
+                               encrypting ? 1 : 0, nil) == 1
+        }
+        guard initialised else { return nil }
+        let out = output.bindMemory(to: UInt8.self).baseAddress!
+        var updated: Int32 = 0
+        var final: Int32 = 0
+        if input.count > 0 {
+            guard EVP_CipherUpdate(ctx, out, &updated, input.bindMemory(to: UInt8.self).baseAddress, Int32(input.count)) == 1 else { return nil }
+        }
+        guard EVP_CipherFinal_ex(ctx, out + Int(updated), &final) == 1 else { return nil }
+        return Int(updated + final)
     }
 }
 #endif
