@@ -26,7 +26,7 @@ extension BitwardenClient {
 
     func decode<T: Decodable>(_ type: T.Type, _ data: Data, route: String) throws -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: data)
+            return try JSONTapeDecoder().decode(T.self, from: data)
         } catch {
             throw malformed(route, "cannot decode \(T.self): \(error)")
         }

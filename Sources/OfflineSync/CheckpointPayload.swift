@@ -45,7 +45,7 @@ enum CheckpointPayload {
     /// later. Format 1 comes back whole (nothing deferred). Throws for anything malformed.
     static func decode(_ payload: [UInt8]) throws -> (Projection, VaultLogStore.DeferredSnapshots) {
         guard payload.starts(with: magic) else {
-            return (try JSONDecoder().decode(Projection.self, from: Data(payload)), [:])
+            return (try JSONTapeDecoder().decode(Projection.self, from: payload), [:])
         }
         var offset = magic.count
         func read(_ count: Int) throws -> ArraySlice<UInt8> {
@@ -56,7 +56,7 @@ enum CheckpointPayload {
         func integer(_ bytes: Int) throws -> Int {
             try read(bytes).reduce(0) { $0 << 8 | Int($1) }
         }
-        let projection = try JSONDecoder().decode(Projection.self, from: Data(try read(integer(4))))
+        let projection = try JSONTapeDecoder().decode(Projection.self, from: try read(integer(4)))
         var deferred = VaultLogStore.DeferredSnapshots()
         while offset < payload.count {
             let id = String(decoding: try read(integer(2)), as: UTF8.self)

@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import VaultCrypto
+import VaultModel
 
 /// The JSON Lines export of a store (`vaultlog export` / `vaultlog import`, and the recorded
 /// logs under `Fixtures/logs/`), documented in `Docs/CLI.md`: a metadata line, then one line
@@ -172,7 +173,7 @@ public enum ExportFormat {
     /// One line's JSON as `type`; otherwise "not `what` (the reason)".
     static func decode<T: Decodable>(_ type: T.Type, _ line: String, what: String) throws(LineError) -> T {
         do {
-            return try JSONDecoder().decode(type, from: Data(line.utf8))
+            return try JSONTapeDecoder().decode(type, from: line.utf8)
         } catch {
             throw LineError(reason: "not \(what) (\(reason(error)))")
         }

@@ -259,14 +259,14 @@ public struct VaultEvent: Sendable, Equatable {
         guard let type = VaultEventType(rawValue: header.eventType) else {
             throw OfflineSyncError.corruptEvent(sequence: header.sequence, reason: "unknown event type \(header.eventType)")
         }
-        let decoder = JSONDecoder()
+        let decoder = JSONTapeDecoder()
         let version: Int
         do {
             if type.isOperation {
-                let operation = try decoder.decode(OperationBody.self, from: Data(plaintext))
+                let operation = try decoder.decode(OperationBody.self, from: plaintext)
                 (body, version) = (.operation(operation), operation.v)
             } else {
-                let outcome = try decoder.decode(OutcomeBody.self, from: Data(plaintext))
+                let outcome = try decoder.decode(OutcomeBody.self, from: plaintext)
                 (body, version) = (.outcome(outcome), outcome.v)
             }
         } catch {

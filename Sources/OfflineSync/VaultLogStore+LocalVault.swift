@@ -34,7 +34,7 @@ extension VaultLogStore {
     static func localCipher(_ reader: LogReader, _ db: SideTable, _ userId: String, _ id: String) throws -> Cipher? {
         guard let bytes = try reader.get(db, key: cipherKey(userId, id)) else { return nil }
         do {
-            return try JSONDecoder().decode(Cipher.self, from: Data(bytes))
+            return try JSONTapeDecoder().decode(Cipher.self, from: bytes)
         } catch {
             throw OfflineSyncError.corruptLocalCipher(cipherId: id, reason: "\(error)")
         }
@@ -48,7 +48,7 @@ extension VaultLogStore {
             try reader.scan(ciphers, from: prefix) { key, value in
                 guard key.starts(with: prefix) else { return false }
                 do {
-                    out.append(try JSONDecoder().decode(Cipher.self, from: Data(value)))
+                    out.append(try JSONTapeDecoder().decode(Cipher.self, from: value))
                 } catch {
                     throw OfflineSyncError.corruptLocalCipher(cipherId: String(decoding: key.dropFirst(prefix.count), as: UTF8.self), reason: "\(error)")
                 }

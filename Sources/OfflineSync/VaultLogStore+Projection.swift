@@ -111,7 +111,7 @@ extension VaultLogStore {
     static func materialize(_ deferred: DeferredSnapshots, into projection: inout Projection) -> Bool {
         let due = deferred.filter { id, entry in projection.pending[id]?.versionSequences.last == entry.sequence }.map { ($0.key, $0.value.json) }
         let decoded = parallelMap(count: due.count, threshold: 64) { i in
-            try? JSONDecoder().decode(Cipher.self, from: Data(due[i].1))
+            try? JSONTapeDecoder().decode(Cipher.self, from: due[i].1)
         }
         for ((id, _), cipher) in zip(due, decoded) {
             guard let cipher else { return false }

@@ -4,7 +4,7 @@ import VaultCrypto
 /// SplitMix64: a small, fast, seedable generator, **not cryptographically secure**, for
 /// reproducible tests, fixtures, simulations and stress runs. The one copy in the package:
 /// ``SeededRandomSource`` draws from it too.
-public struct SplitMix64: Sendable {
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
     /// A generator whose output depends only on `seed`.

@@ -163,7 +163,7 @@ public struct Cipher: Codable, Sendable, Equatable {
         archivedDate = try c.optional("archivedDate")
         collectionIds = try c.optional("collectionIds")
         permissions = try c.optional("permissions")
-        extra = try c.unknownFields(known: Self.knownKeys)
+        extra = try c.unknownFields(known: Self.knownKeys, in: decoder)
     }
 
     /// Encodes the known fields (nil as `null`, except the newer `bankAccount`, `driversLicense`

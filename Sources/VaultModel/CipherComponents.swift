@@ -20,7 +20,7 @@ extension EncryptedTextRecord {
         for field in Self.encryptedFields {
             self[keyPath: field.path] = try c.optional(field.name)
         }
-        extra = try c.unknownFields(known: Self.knownKeys)
+        extra = try c.unknownFields(known: Self.knownKeys, in: decoder)
     }
 
     func encodeRecord(to encoder: any Encoder) throws {
@@ -102,7 +102,7 @@ public struct CipherField: Codable, Sendable, Equatable {
         name = try c.optional("name")
         value = try c.optional("value")
         linkedId = try c.optional("linkedId")
-        extra = try c.unknownFields(known: Self.knownKeys)
+        extra = try c.unknownFields(known: Self.knownKeys, in: decoder)
     }
 
     /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
@@ -139,7 +139,7 @@ public struct CipherPasswordHistory: Codable, Sendable, Equatable {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         password = try c.optional("password")
         lastUsedDate = try c.optional("lastUsedDate")
-        extra = try c.unknownFields(known: Self.knownKeys)
+        extra = try c.unknownFields(known: Self.knownKeys, in: decoder)
     }
 
     /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
@@ -200,7 +200,7 @@ public struct CipherAttachment: Codable, Sendable, Equatable {
         default: size = nil
         }
         sizeName = try c.optional("sizeName")
-        extra = try c.unknownFields(known: Self.knownKeys)
+        extra = try c.unknownFields(known: Self.knownKeys, in: decoder)
     }
 
     /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.
@@ -237,7 +237,7 @@ public struct CipherPermissions: Codable, Sendable, Equatable {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         delete = try c.optional("delete")
         restore = try c.optional("restore")
-        extra = try c.unknownFields(known: ["delete", "restore"])
+        extra = try c.unknownFields(known: ["delete", "restore"], in: decoder)
     }
 
     /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.

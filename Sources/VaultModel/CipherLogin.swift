@@ -54,7 +54,7 @@ public struct CipherLogin: Codable, Sendable, Equatable {
         fido2Credentials = try c.optional("fido2Credentials")
         autofillOnPageLoad = try c.optional("autofillOnPageLoad")
         uri = try c.optional("uri")
-        extra = try c.unknownFields(known: Self.knownKeys)
+        extra = try c.unknownFields(known: Self.knownKeys, in: decoder)
     }
 
     /// Encodes the known fields (nil as `null`, except the legacy `uri`, left out when nil), then
@@ -100,7 +100,7 @@ public struct CipherLoginUri: Codable, Sendable, Equatable {
         uri = try c.optional("uri")
         uriChecksum = try c.optional("uriChecksum")
         match = try c.optional("match")
-        extra = try c.unknownFields(known: Self.knownKeys)
+        extra = try c.unknownFields(known: Self.knownKeys, in: decoder)
     }
 
     /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.

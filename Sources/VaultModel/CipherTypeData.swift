@@ -131,7 +131,7 @@ public struct CipherSecureNote: Codable, Sendable, Equatable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyCodingKey.self)
         type = try c.optional("type")
-        extra = try c.unknownFields(known: ["type"])
+        extra = try c.unknownFields(known: ["type"], in: decoder)
     }
 
     /// Encodes the known fields (nil as `null`, as the server writes them), then the carried unknown fields.

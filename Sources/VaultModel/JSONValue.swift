@@ -192,10 +192,14 @@ extension KeyedDecodingContainer where K == AnyCodingKey {
     }
 
     /// Every key not in `known`, with its value: what a newer server sent that we must keep.
-    func unknownFields(known: Set<String>) throws -> [String: JSONValue] {
+    /// `decoder` is the one this container came from: a ``JSONTapeDecoder`` lists its keys
+    /// straight from the text (`allKeys` through the type-erased container casts every key
+    /// twice, which was most of the cost of decoding a cipher).
+    func unknownFields(known: Set<String>, in decoder: any Decoder) throws -> [String: JSONValue] {
+        let keys = (decoder as? TapeDecoder).map { $0.tape.keys(of: $0.node) } ?? allKeys.map(\.stringValue)
         var unknown: [String: JSONValue] = [:]
-        for key in allKeys where !known.contains(key.stringValue) {
-            unknown[key.stringValue] = try decode(JSONValue.self, forKey: key)
+        for key in keys where !known.contains(key) {
+            unknown[key] = try decode(JSONValue.self, forKey: AnyCodingKey(key))
         }
         return unknown
     }
