@@ -109,13 +109,22 @@ extension VaultLogStore {
     /// Decodes the deferred snapshots of items still pending whose latest version they are (in
     /// parallel); false if one does not decode.
     static func materialize(_ deferred: DeferredSnapshots, into projection: inout Projection) -> Bool {
-        let due = deferred.filter { id, entry in projection.pending[id]?.versionSequences.last == entry.sequence }.map { ($0.key, $0.value.json) }
-        let decoded = parallelMap(count: due.count, threshold: 64) { i in
-            try? JSONTapeDecoder().decode(Cipher.self, from: due[i].1)
+        // By dictionary index: `pending[id]?.latest = …` moved each change out and back in.
+        var indices: [Dictionary<String, PendingChange>.Index] = []
+        var jsons: [ArraySlice<UInt8>] = []
+        for (id, entry) in deferred {
+            if let i = projection.pending.index(forKey: id), projection.pending.values[i].versionSequences.last == entry.sequence {
+                indices.append(i)
+                jsons.append(entry.json)
+            }
         }
-        for ((id, _), cipher) in zip(due, decoded) {
-            guard let cipher else { return false }
-            projection.pending[id]?.latest = cipher
+        let due = jsons
+        let decoded = parallelMap(count: due.count, threshold: 64) { i in
+            try? JSONTapeDecoder().decode(Cipher.self, from: due[i])
+        }
+        guard !decoded.contains(where: { $0 == nil }) else { return false }
+        for (i, cipher) in zip(indices, decoded) {
+            projection.pending.values[i].latest = cipher!
         }
         return true
     }

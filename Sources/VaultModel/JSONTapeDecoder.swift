@@ -37,29 +37,60 @@ public struct JSONTapeDecoder: Sendable {
 final class JSONTape: @unchecked Sendable {
     enum Kind: UInt8 { case null, bool, number, string, array, object }
 
+    /// 24 bytes: offsets are 32-bit (a document is at most ``maximumLength`` bytes).
     struct Node {
         var kind: Kind
         /// A bool's value; for a string, whether it has escapes.
         var flag: Bool
+        private var start32, end32, next32, count32: Int32
+
+        init(kind: Kind, flag: Bool, start: Int, end: Int, next: Int, count: Int) {
+            self.kind = kind
+            self.flag = flag
+            (start32, end32, next32, count32) = (Int32(start), Int32(end), Int32(next), Int32(count))
+        }
+
         /// The bytes: a string's content without its quotes, a number's text.
-        var start: Int
-        var end: Int
+        var start: Int { Int(start32) }
+        var end: Int {
+            get { Int(end32) }
+            set { end32 = Int32(newValue) }
+        }
         /// The index of the node after this subtree.
-        var next: Int
+        var next: Int {
+            get { Int(next32) }
+            set { next32 = Int32(newValue) }
+        }
         /// A container's children: elements, or key/value pairs.
-        var count: Int
+        var count: Int {
+            get { Int(count32) }
+            set { count32 = Int32(newValue) }
+        }
     }
+
+    /// The longest text read (offsets are 32-bit).
+    static let maximumLength = Int(Int32.max)
+
+    /// Objects with more keys than this get a key index on their first lookup (a dictionary
+    /// decoded from a large object looks up every key once); smaller ones are scanned.
+    static let indexedObjectKeys = 48
 
     let bytes: [UInt8]
     let nodes: [Node]
 
+    /// Key indexes of large objects, by object node: the value node of each key's first pair.
+    private var keyIndexes: [Int: [String: Int]] = [:]
+
     init(parsing bytes: [UInt8]) throws {
+        guard bytes.count < Self.maximumLength else {
+            throw Self.invalid(JSONParseError(offset: 0, reason: "longer than \(Self.maximumLength) bytes"))
+        }
         self.bytes = bytes
         let (nodes, end) = try bytes.withUnsafeBufferPointer { b in
             var parser = Parser(bytes: b)
             // A UTF-8 byte order mark is skipped, as JSONDecoder does.
             if b.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
-            parser.nodes.reserveCapacity(b.count / 16)
+            parser.nodes.reserveCapacity(b.count / 8 + 16)
             try parser.parseValue(depth: 0)
             parser.skipWhitespace()
             return (parser.nodes, parser.index)
@@ -224,6 +255,8 @@ final class JSONTape: @unchecked Sendable {
         if T.self == Int.self { return unsafeBitCast(try integer(Int.self, at: index), to: T.self) }
         if T.self == Int64.self { return unsafeBitCast(try integer(Int64.self, at: index), to: T.self) }
         if T.self == Double.self { return unsafeBitCast(try double(at: index), to: T.self) }
+        if T.self == UInt64.self { return unsafeBitCast(try integer(UInt64.self, at: index), to: T.self) }
+        if T.self == Int32.self { return unsafeBitCast(try integer(Int32.self, at: index), to: T.self) }
         if T.self == Data.self {
             guard let data = Data(base64Encoded: try string(at: index)) else {
                 throw DecodingError.dataCorrupted(context(index, "Encountered Data is not valid Base64."))
@@ -354,6 +387,7 @@ final class JSONTape: @unchecked Sendable {
     /// `JSONDecoder`); nil if absent. Lengths and first bytes are compared before the rest.
     func find(_ key: some CodingKey, in object: Int) -> Int? {
         var name = key.stringValue
+        if nodes[object].count > Self.indexedObjectKeys { return keyIndex(of: object)[name] }
         return name.withUTF8 { wanted -> Int? in
             bytes.withUnsafeBufferPointer { b -> Int? in
                 let first = wanted.first
@@ -372,6 +406,20 @@ final class JSONTape: @unchecked Sendable {
                 return nil
             }
         }
+    }
+
+    /// The index of a large object's keys (built on first use; a tape is read by one thread).
+    private func keyIndex(of object: Int) -> [String: Int] {
+        if let index = keyIndexes[object] { return index }
+        var index: [String: Int] = [:]
+        index.reserveCapacity(nodes[object].count)
+        var pair = object + 1
+        for name in keys(of: object) {
+            if index[name] == nil { index[name] = pair + 1 }
+            pair = nodes[pair + 1].next
+        }
+        keyIndexes[object] = index
+        return index
     }
 
     /// The keys of object node `object`, in order.

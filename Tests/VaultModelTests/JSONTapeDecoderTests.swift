@@ -85,6 +85,21 @@ struct JSONTapeDecoderTests {
         same([String: Int].self); same([Int?].self); same([String: Int?].self); same([Int].self)
     }
 
+    /// An object with more keys than are scanned (a dictionary of 300 entries, one key
+    /// repeated, one escaped) is read through a key index with the same results.
+    @Test func largeObject_decodesAsFoundationDoes() throws {
+        var pairs = (0..<300).map { #""k\#($0)":\#($0)"# }
+        pairs.insert(#""k7":-1"#, at: 200)
+        pairs.append(#""\u006b\u0031x":5"#)
+        let bytes = Array(("{" + pairs.joined(separator: ",") + "}").utf8)
+        let (tape, foundation) = Self.outcomes([String: Int].self, bytes)
+        #expect(tape != nil && tape == foundation)
+        #expect(tape?["k7"] == 7 && tape?["k1x"] == 5)
+        struct Few: Decodable, Equatable { let k7: Int; let k299: Int; let k1x: Int }
+        let few = Self.outcomes(Few.self, bytes)
+        #expect(few.tape != nil && few.tape == few.foundation)
+    }
+
     @Test func invalidText_throwsDataCorruptedSayingWhere() {
         do {
             _ = try JSONTapeDecoder().decode(JSONValue.self, from: Array(#"{"a":[1,2 x]}"#.utf8))
