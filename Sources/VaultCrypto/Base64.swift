@@ -5,6 +5,12 @@
 public enum Base64 {
     private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
+    /// Two characters for each 12-bit value, first character in the low byte: one lookup per
+    /// two characters (encoding 4 KiB took a quarter of an EncString's encryption with four).
+    private static let pairTable: [UInt16] = (0..<4096).map { value in
+        UInt16(alphabet[value >> 6]) | UInt16(alphabet[value & 0x3F]) << 8
+    }
+
     /// 0xFF marks a byte outside the alphabet.
     private static let decodeTable: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
@@ -39,17 +45,17 @@ public enum Base64 {
         guard encodedCount > 0 else { return }
         let start = output.count
         output.append(contentsOf: repeatElement(0, count: encodedCount))
+        let pairs = pairTable
         alphabet.withUnsafeBufferPointer { table in
+            pairs.withUnsafeBufferPointer { pairs in
             output.withUnsafeMutableBufferPointer { buffer in
                 let out = buffer.baseAddress! + start
                 let count = input.count
                 var i = 0, o = 0
                 while i + 3 <= count {
-                    let b0 = input[i], b1 = input[i + 1], b2 = input[i + 2]
-                    out[o] = table[Int(b0 >> 2)]
-                    out[o + 1] = table[Int(((b0 & 0x03) << 4) | (b1 >> 4))]
-                    out[o + 2] = table[Int(((b1 & 0x0F) << 2) | (b2 >> 6))]
-                    out[o + 3] = table[Int(b2 & 0x3F)]
+                    let triple = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                    let four = UInt32(pairs[Int(triple >> 12)]) | UInt32(pairs[Int(triple & 0xFFF)]) << 16
+                    UnsafeMutableRawPointer(out + o).storeBytes(of: four.littleEndian, as: UInt32.self)
                     i += 3
                     o += 4
                 }
@@ -61,6 +67,7 @@ public enum Base64 {
                     out[o + 2] = i + 1 < count ? table[Int((b1 & 0x0F) << 2)] : UInt8(ascii: "=")
                     out[o + 3] = UInt8(ascii: "=")
                 }
+            }
             }
         }
     }

@@ -140,7 +140,7 @@ import VaultLogTesting
         #expect(SeededRandomSource(seed: 42).bytes(16) != SeededRandomSource(seed: 43).bytes(16))
     }
 
-    @Test(arguments: [0, 1, 2, 3, 4, 5, 63, 64, 65])
+    @Test(arguments: [0, 1, 2, 3, 4, 5, 63, 64, 65, 4096, 12_289])
     func base64_matchesFoundation(length: Int) {
         let bytes = SeededRandomSource(seed: UInt64(length)).bytes(length)
         let ours = Base64.encode(bytes)
