@@ -52,6 +52,15 @@ public enum Base64 {
                 let out = buffer.baseAddress! + start
                 let count = input.count
                 var i = 0, o = 0
+                // Six bytes to eight characters: one 8-byte load, four pair lookups, one store.
+                while i + 8 <= count {
+                    let six = UInt64(bigEndian: input.loadUnaligned(fromByteOffset: i, as: UInt64.self)) >> 16
+                    let eight = UInt64(pairs[Int(six >> 36)]) | UInt64(pairs[Int((six >> 24) & 0xFFF)]) << 16
+                        | UInt64(pairs[Int((six >> 12) & 0xFFF)]) << 32 | UInt64(pairs[Int(six & 0xFFF)]) << 48
+                    UnsafeMutableRawPointer(out + o).storeBytes(of: eight.littleEndian, as: UInt64.self)
+                    i += 6
+                    o += 8
+                }
                 while i + 3 <= count {
                     let triple = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
                     let four = UInt32(pairs[Int(triple >> 12)]) | UInt32(pairs[Int(triple & 0xFFF)]) << 16
