@@ -78,9 +78,11 @@ enum AccessTokens {
         return Base64.encode(Array(mac)).base64URL
     }
 
+    /// Base64url to padded standard base64, byte by byte (`replacingOccurrences` goes through
+    /// NSString on Linux, and every request's token passes here).
     static func base64URLToStandard(_ s: String) -> String {
-        var out = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while out.utf8.count % 4 != 0 { out += "=" }
-        return out
+        var bytes = s.utf8.map { $0 == UInt8(ascii: "-") ? UInt8(ascii: "+") : $0 == UInt8(ascii: "_") ? UInt8(ascii: "/") : $0 }
+        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -91,8 +91,8 @@ extension RandomSource {
 extension String {
     /// Standard base64 turned into the unpadded URL-safe alphabet (JWT's base64url).
     var base64URL: String {
-        var s = self.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while s.hasSuffix("=") { s.removeLast() }
-        return s
+        var bytes = utf8.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0 }
+        while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -151,28 +151,67 @@ import VaultLogTesting
         #expect(change?.attempts == 0 && change?.isDeadLetter == false && change?.nextRetryAt == nil && change?.lastError == nil)
     }
 
-    /// A checkpoint of the first format (the projection's JSON) is still read, whole; a
-    /// format-2 payload cut short or with a snapshot too many or too few is refused (the store
-    /// then ignores the checkpoint and folds from the start).
-    @Test func checkpointPayload_readsFormat1_andRefusesMalformedFormat2() throws {
+    /// A format-2 checkpoint payload as the previous build wrote it: the projection's JSON with
+    /// the pending changes but not their snapshots, then each item's snapshot.
+    static func format2Payload(_ projection: Projection, snapshotsOf ids: [String]? = nil) throws -> [UInt8] {
+        func bigEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+        let encoder = VaultEvent.canonicalEncoder()
+        encoder.userInfo[PendingChange.omitsSnapshot] = true
+        let json = Array(try encoder.encode(projection))
+        var out = Array("VLC2".utf8) + bigEndian(UInt32(json.count)) + json
+        for id in ids ?? projection.pending.keys.sorted() {
+            let snapshot = try VaultEvent.encodeCipher(projection.pending[id]?.latest ?? Projection.undecodedSnapshot)
+            out += bigEndian(UInt16(id.utf8.count)) + Array(id.utf8) + bigEndian(UInt32(snapshot.count)) + snapshot
+        }
+        return out
+    }
+
+    /// Checkpoints of the two earlier formats are still read: the first (the projection's JSON)
+    /// whole, the second with its snapshots deferred; the current one round-trips.
+    @Test func checkpointPayload_readsEveryFormat() throws {
         let events = Self.randomEvents(seed: 7).filter { $0.header.userId == "u1" }
         let projection = Projection.fold(userId: "u1", events)
         try #require(projection.pendingCount > 1)
-        let (old, none) = try CheckpointPayload.decode(Array(JSONEncoder().encode(projection)))
-        #expect(old == projection && none.isEmpty)
+        let (format1, none) = try CheckpointPayload.decode(Array(JSONEncoder().encode(projection)))
+        #expect(format1 == projection && none.isEmpty)
+        for payload in [try Self.format2Payload(projection), try CheckpointPayload.encode(projection)] {
+            var (decoded, deferred) = try CheckpointPayload.decode(payload)
+            #expect(deferred.count == projection.pendingCount)
+            #expect(VaultLogStore.materialize(deferred, into: &decoded))
+            #expect(decoded == projection)
+        }
+        #expect(try CheckpointPayload.encode(projection).starts(with: Array("VLC3".utf8)))
+    }
+
+    /// A payload cut short, with a snapshot too many or too few, a pending item twice or a
+    /// change that does not decode is refused (the store then ignores the checkpoint and folds
+    /// from the start).
+    @Test func checkpointPayload_refusesMalformedPayloads() throws {
+        let events = Self.randomEvents(seed: 7).filter { $0.header.userId == "u1" }
+        let projection = Projection.fold(userId: "u1", events)
+        let ids = projection.pending.keys.sorted()
+        try #require(ids.count > 1)
         let payload = try CheckpointPayload.encode(projection)
         for cut in [payload.count - 1, payload.count / 2, 7] {
             #expect(throws: (any Error).self) { try CheckpointPayload.decode(Array(payload[..<cut])) }
         }
-        // One pending item fewer in the projection's JSON than snapshots after it.
+        // Format 2: one snapshot more than pending items, and one fewer.
         var fewer = projection
-        fewer.pending.removeValue(forKey: fewer.pending.keys.sorted()[0])
-        let json = Array(try VaultEvent.canonicalEncoder().encode(fewer))
-        let snapshotsStart = 8 + Int(payload[4]) << 24 + Int(payload[5]) << 16 + Int(payload[6]) << 8 + Int(payload[7])
-        var mismatched = CheckpointPayload.magic
-        withUnsafeBytes(of: UInt32(json.count).bigEndian) { mismatched.append(contentsOf: $0) }
-        mismatched += json + payload[snapshotsStart...]
-        #expect(throws: (any Error).self) { try CheckpointPayload.decode(mismatched) }
+        fewer.pending.removeValue(forKey: ids[0])
+        #expect(throws: (any Error).self) { try CheckpointPayload.decode(Self.format2Payload(fewer, snapshotsOf: ids)) }
+        #expect(throws: (any Error).self) { try CheckpointPayload.decode(Self.format2Payload(projection, snapshotsOf: Array(ids.dropFirst()))) }
+        // Format 3: the last item's part repeated, then its change's JSON broken.
+        let lastStart = try #require(Self.lastEntryStart(payload, id: ids.last!))
+        #expect(throws: (any Error).self) { try CheckpointPayload.decode(payload + payload[lastStart...]) }
+        var broken = payload
+        broken[lastStart + 2 + ids.last!.utf8.count + 4] = UInt8(ascii: "[")
+        #expect(throws: (any Error).self) { try CheckpointPayload.decode(broken) }
+    }
+
+    /// Where the part of item `id` starts in a format-3 payload (its id's length prefix).
+    static func lastEntryStart(_ payload: [UInt8], id: String) -> Int? {
+        let needle = [UInt8(id.utf8.count >> 8), UInt8(id.utf8.count & 0xFF)] + Array(id.utf8)
+        return (0...(payload.count - needle.count)).last { payload[$0..<$0 + needle.count].elementsEqual(needle) }
     }
 
     @Test func foldAll_equalsCheckpointPlusTail_over1000RandomSequences() throws {
