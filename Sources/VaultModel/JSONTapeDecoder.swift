@@ -42,11 +42,14 @@ final class JSONTape: @unchecked Sendable {
         var kind: Kind
         /// A bool's value; for a string, whether it has escapes.
         var flag: Bool
+        /// A string of ASCII without escapes: its bytes are its text, valid as they are.
+        var plain: Bool
         private var start32, end32, next32, count32: Int32
 
-        init(kind: Kind, flag: Bool, start: Int, end: Int, next: Int, count: Int) {
+        init(kind: Kind, flag: Bool, plain: Bool = false, start: Int, end: Int, next: Int, count: Int) {
             self.kind = kind
             self.flag = flag
+            self.plain = plain
             (start32, end32, next32, count32) = (Int32(start), Int32(end), Int32(next), Int32(count))
         }
 
@@ -192,6 +195,7 @@ final class JSONTape: @unchecked Sendable {
             index += 1
             let start = index
             var escaped = false
+            var ascii = true
             while true {
                 guard index < bytes.count else { throw fail("unterminated string") }
                 let byte = bytes[index]
@@ -205,7 +209,7 @@ final class JSONTape: @unchecked Sendable {
                          UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                         index += 1
                     case UInt8(ascii: "u"):
-                        guard bytes.count - index > 4, (1...4).allSatisfy({ hexValue(bytes[index + $0]) != nil }) else {
+                        guard bytes.count - index > 4, (1...4).allSatisfy({ JSONEscape.hexDigit(bytes[index + $0]) != nil }) else {
                             throw fail("invalid \\u escape")
                         }
                         index += 5
@@ -214,9 +218,13 @@ final class JSONTape: @unchecked Sendable {
                     continue
                 }
                 guard byte >= 0x20 else { throw fail("unescaped control character in a string") }
+                if byte >= 0x80 { ascii = false }
                 index += 1
             }
-            nodes.append(Node(kind: .string, flag: escaped, start: start, end: index, next: nodes.count + 1, count: 0))
+            // UTF-8 is checked when the string is read, as JSONDecoder does (a value never read
+            // is not checked; an object's keys are checked when a container opens it).
+            nodes.append(Node(kind: .string, flag: escaped, plain: ascii && !escaped, start: start, end: index,
+                              next: nodes.count + 1, count: 0))
             index += 1
         }
 
@@ -275,11 +283,28 @@ final class JSONTape: @unchecked Sendable {
     func string(at index: Int) throws -> String {
         let node = nodes[index]
         guard node.kind == .string else { throw mismatch(String.self, index) }
-        let string = node.flag ? unescaped(node) : bytes.withUnsafeBufferPointer {
+        guard let string = text(of: node) else { throw DecodingError.dataCorrupted(context(index, "The string is not valid UTF-8.")) }
+        return string
+    }
+
+    /// A string node's text; nil for invalid UTF-8 or a lone surrogate.
+    func text(of node: Node) -> String? {
+        if node.plain { return String(decoding: bytes[node.start..<node.end], as: UTF8.self) }
+        if node.flag { return unescaped(node) }
+        return bytes.withUnsafeBufferPointer {
             String(validating: UnsafeBufferPointer(rebasing: $0[node.start..<node.end]), as: UTF8.self)
         }
-        guard let string else { throw DecodingError.dataCorrupted(context(index, "The string is not valid UTF-8.")) }
-        return string
+    }
+
+    /// Whether every key of object node `object` is valid text (checked when a keyed container
+    /// opens the object, as `JSONDecoder` checks them when it first reads the object).
+    func keysAreValid(of object: Int) -> Bool {
+        var pair = object + 1
+        while pair < nodes[object].next {
+            if !nodes[pair].plain, text(of: nodes[pair]) == nil { return false }
+            pair = nodes[pair + 1].next
+        }
+        return true
     }
 
     func bool(at index: Int) throws -> Bool {
@@ -347,36 +372,11 @@ final class JSONTape: @unchecked Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(node.end - node.start)
         var i = node.start
-        func hex4(_ at: Int) -> UInt32 {
-            (0..<4).reduce(UInt32(0)) { $0 << 4 | UInt32(hexValue(bytes[at + $1])!) }
-        }
         while i < node.end {
             let byte = bytes[i]
-            guard byte == UInt8(ascii: "\\") else { out.append(byte); i += 1; continue }
-            let escape = bytes[i + 1]
-            i += 2
-            switch escape {
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0C)
-            case UInt8(ascii: "n"): out.append(0x0A)
-            case UInt8(ascii: "r"): out.append(0x0D)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "u"):
-                var scalar = hex4(i)
-                i += 4
-                if (0xD800...0xDBFF).contains(scalar) {
-                    // A high surrogate must be followed by an escaped low one.
-                    guard node.end - i >= 6, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else { return nil }
-                    let low = hex4(i + 2)
-                    guard (0xDC00...0xDFFF).contains(low) else { return nil }
-                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    i += 6
-                } else if (0xDC00...0xDFFF).contains(scalar) {
-                    return nil
-                }
-                out.append(contentsOf: Array(String(Unicode.Scalar(scalar)!).utf8))
-            default: out.append(escape)   // " \ /
-            }
+            i += 1
+            guard byte == UInt8(ascii: "\\") else { out.append(byte); continue }
+            if JSONEscape.decode(bytes, at: &i, end: node.end, into: &out) != nil { return nil }
         }
         return String(validating: out, as: UTF8.self)
     }
@@ -429,7 +429,7 @@ final class JSONTape: @unchecked Sendable {
         var pair = object + 1
         while pair < nodes[object].next {
             let node = nodes[pair]
-            keys.append(node.flag ? unescaped(node) ?? "" : String(decoding: bytes[node.start..<node.end], as: UTF8.self))
+            keys.append(text(of: node) ?? "")
             pair = nodes[pair + 1].next
         }
         return keys
@@ -453,7 +453,7 @@ final class JSONTape: @unchecked Sendable {
                         // A key node itself is on no path of its own; report its object's.
                         if index == child { return path }
                         let keyNode = nodes[child]
-                        path.append(TapeKey(stringValue: keyNode.flag ? unescaped(keyNode) ?? "" : String(decoding: bytes[keyNode.start..<keyNode.end], as: UTF8.self)))
+                        path.append(TapeKey(stringValue: text(of: keyNode) ?? ""))
                     } else {
                         path.append(TapeKey(index: position))
                     }
@@ -494,15 +494,6 @@ final class JSONTape: @unchecked Sendable {
     }
 }
 
-private func hexValue(_ byte: UInt8) -> UInt8? {
-    switch byte {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-    default: nil
-    }
-}
-
 /// A key in a coding path worked out from the tape.
 struct TapeKey: CodingKey {
     let stringValue: String
@@ -525,6 +516,9 @@ struct TapeDecoder: Decoder, SingleValueDecodingContainer {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard tape.nodes[node].kind == .object else { throw tape.mismatch([String: Any].self, node) }
+        guard tape.keysAreValid(of: node) else {
+            throw DecodingError.dataCorrupted(tape.context(node, "An object's key is not valid UTF-8."))
+        }
         return KeyedDecodingContainer(TapeKeyedContainer<Key>(tape: tape, node: node))
     }
 

@@ -173,58 +173,13 @@ private struct JSONTextParser {
                 guard let string = String(validating: out, as: UTF8.self) else { throw fail("string is not valid UTF-8") }
                 return string
             case UInt8(ascii: "\\"):
-                guard index < bytes.count else { throw fail("unterminated escape") }
-                let escape = bytes[index]
-                index += 1
-                switch escape {
-                case UInt8(ascii: "\""): out.append(0x22)
-                case UInt8(ascii: "\\"): out.append(0x5C)
-                case UInt8(ascii: "/"): out.append(0x2F)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"):
-                    var scalar = try hex4()
-                    if (0xD800..<0xDC00).contains(scalar) {
-                        guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
-                            throw fail("unpaired surrogate")
-                        }
-                        index += 2
-                        let low = try hex4()
-                        guard (0xDC00..<0xE000).contains(low) else { throw fail("unpaired surrogate") }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    }
-                    guard let unicode = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape") }
-                    out.append(contentsOf: Array(String(Character(unicode)).utf8))
-                default:
-                    throw fail("invalid escape")
-                }
+                if let reason = JSONEscape.decode(bytes, at: &index, end: bytes.count, into: &out) { throw fail(reason) }
             case 0..<0x20:
                 throw fail("control character in string")
             default:
                 out.append(byte)
             }
         }
-    }
-
-    mutating func hex4() throws -> UInt32 {
-        guard bytes.count - index >= 4 else { throw fail("short \\u escape") }
-        var value: UInt32 = 0
-        for _ in 0..<4 {
-            let byte = bytes[index]
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: throw fail("invalid hex digit")
-            }
-            value = value << 4 | digit
-            index += 1
-        }
-        return value
     }
 }
 
@@ -275,5 +230,63 @@ private enum JSONTextWriter {
             }
         }
         out.append(UInt8(ascii: "\""))
+    }
+}
+
+/// JSON string escapes, decoded the same way by both parsers (``JSONValue/init(parsing:)`` and
+/// ``JSONTapeDecoder``).
+enum JSONEscape {
+    /// Decodes the escape whose letter is at `index` (just after its backslash) as UTF-8 into
+    /// `out` and moves `index` past it; returns why it is not a valid escape, or nil. A `\u`
+    /// high surrogate must be followed by an escaped low one; a lone surrogate is refused.
+    static func decode(_ bytes: [UInt8], at index: inout Int, end: Int, into out: inout [UInt8]) -> String? {
+        guard index < end else { return "unterminated escape" }
+        let escape = bytes[index]
+        index += 1
+        switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+            guard var scalar = hex4(bytes, at: index, end: end) else { return "invalid \\u escape" }
+            index += 4
+            if (0xD800..<0xDC00).contains(scalar) {
+                guard end - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u"),
+                      let low = hex4(bytes, at: index + 2, end: end), (0xDC00..<0xE000).contains(low) else {
+                    return "unpaired surrogate"
+                }
+                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                index += 6
+            }
+            guard let unicode = Unicode.Scalar(scalar) else { return "unpaired surrogate" }
+            out.append(contentsOf: String(unicode).utf8)
+        default:
+            return "invalid escape"
+        }
+        return nil
+    }
+
+    /// Four hex digits at `at` as a number; nil if there are not four.
+    static func hex4(_ bytes: [UInt8], at: Int, end: Int) -> UInt32? {
+        guard end - at >= 4 else { return nil }
+        var value: UInt32 = 0
+        for byte in bytes[at..<at + 4] {
+            guard let digit = hexDigit(byte) else { return nil }
+            value = value << 4 | UInt32(digit)
+        }
+        return value
+    }
+
+    /// The value of one hex digit.
+    static func hexDigit(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 }

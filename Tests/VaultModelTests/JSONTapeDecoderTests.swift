@@ -41,13 +41,13 @@ struct JSONTapeDecoderTests {
         #expect(decoded > 900)
     }
 
-    /// 3,000 mutations of cipher JSON (a byte changed, removed or inserted, a run repeated):
+    /// 6,000 mutations of cipher JSON (a byte changed, removed or inserted, a run repeated):
     /// whatever one decoder makes of the damaged text, the other makes the same.
     @Test func mutatedCipherText_isAcceptedOrRefusedAsFoundationDoes() throws {
         var random = RandomJSON(seed: 0xBAD5EED)
         let alphabet = Array(#"{}[]:,"\/ 0123456789.eE+-tfnulbrux"#.utf8) + [0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF]
         var accepted = 0
-        for _ in 0..<3000 {
+        for _ in 0..<6000 {
             var bytes = try random.writings(of: random.cipherDocument()).randomElement(using: &random.generator)!
             let at = Int.random(in: 0..<bytes.count, using: &random.generator)
             switch Int.random(in: 0..<4, using: &random.generator) {
@@ -63,7 +63,7 @@ struct JSONTapeDecoderTests {
             if values.tape != nil { accepted += 1 }
         }
         // Many mutations stay valid JSON (inside strings, digits): both kinds are compared.
-        #expect(accepted > 300 && accepted < 2700)
+        #expect(accepted > 600 && accepted < 5400)
     }
 
     /// Scalars at the edges: integers written with a fraction or exponent, out of range,
@@ -98,6 +98,22 @@ struct JSONTapeDecoderTests {
         struct Few: Decodable, Equatable { let k7: Int; let k299: Int; let k1x: Int }
         let few = Self.outcomes(Few.self, bytes)
         #expect(few.tape != nil && few.tape == few.foundation)
+    }
+
+    /// Invalid UTF-8 where `JSONDecoder` checks it (a key of an object it reads, with or without
+    /// escapes; a string value it reads) and where it does not (a value nobody reads).
+    @Test(arguments: [
+        (#"{"a":1,""#, #"":2}"#), (#"{"a":1,"\n"#, #"":2}"#), (#"{"a":1,"b":""#, #""}"#), (#"{"a":1,"b":"\n"#, #""}"#),
+    ] as [(String, String)])
+    func invalidUTF8_isRefusedWhereFoundationRefusesIt(before: String, after: String) {
+        struct A: Decodable, Equatable { let a: Int }
+        for bad: [UInt8] in [[0xFF], [0xC3], [0xED, 0xA0, 0x80]] {
+            let bytes = Array(before.utf8) + bad + Array(after.utf8)
+            let (tape, foundation) = Self.outcomes(A.self, bytes)
+            #expect(tape == foundation, "\(bytes)")
+            let values = Self.outcomes(JSONValue.self, bytes)
+            #expect(values.tape == nil && values.foundation == nil)
+        }
     }
 
     @Test func invalidText_throwsDataCorruptedSayingWhere() {
@@ -223,10 +239,11 @@ struct RandomJSON {
         return .object(cipher)
     }
 
-    /// The document as JSONEncoder writes it (slashes escaped), pretty-printed, and compact in
-    /// insertion order with slashes as they are.
+    /// The document as JSONEncoder writes it (slashes escaped, keys sorted so the text depends
+    /// on the seed alone), pretty-printed, and compact in insertion order with slashes as they are.
     mutating func writings(of document: JSONValue) throws -> [[UInt8]] {
         let compact = JSONEncoder()
+        compact.outputFormatting = [.sortedKeys]
         let pretty = JSONEncoder()
         pretty.outputFormatting = [.prettyPrinted, .sortedKeys]
         return [Array(try compact.encode(document)), Array(try pretty.encode(document)), Array(try document.serializedJSON())]
