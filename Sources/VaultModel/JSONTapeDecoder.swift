@@ -10,11 +10,13 @@ import Foundation
 /// `JSONDecoder` took about 40 µs for a 1 KiB cipher, most of it hashing keys and building the
 /// list of keys an object has (``Cipher`` keeps the fields it does not know).
 ///
-/// Same results as `JSONDecoder` for valid input (a differential property test holds it to
-/// that): numbers with a fraction or exponent decode as integers when exact, `Data` is base64,
-/// `URL` a string, `Date` its own `Codable` form (a number). A repeated key in one object: the
-/// first value counts. Invalid JSON throws `DecodingError.dataCorrupted` with a
-/// ``JSONParseError`` saying where.
+/// Same results as `JSONDecoder`, accepting and refusing the same text (a differential
+/// property test holds it to that): numbers with a fraction or exponent decode as integers when
+/// exact, `Data` is base64, `URL` a string, `Date` its own `Codable` form (a number). A repeated
+/// key in one object: the first value counts. One trailing comma before `]` or `}` and a leading
+/// byte-order mark are accepted. UTF-8 is checked where `JSONDecoder` checks it: an object's
+/// keys when a keyed container opens it, a string when it is read. Invalid JSON throws
+/// `DecodingError.dataCorrupted` with a ``JSONParseError`` saying where.
 ///
 /// ```swift
 /// let cipher = try JSONTapeDecoder().decode(Cipher.self, from: bytes)
