@@ -457,7 +457,7 @@ final class JSONTape: @unchecked Sendable {
                         let keyNode = nodes[child]
                         path.append(TapeKey(stringValue: text(of: keyNode) ?? ""))
                     } else {
-                        path.append(TapeKey(index: position))
+                        path.append(TapeKey(intValue: position))
                     }
                     node = valueNode
                     found = true
@@ -502,7 +502,6 @@ struct TapeKey: CodingKey {
     let intValue: Int?
     init(stringValue: String) { self.stringValue = stringValue; intValue = nil }
     init(intValue: Int) { stringValue = "Index \(intValue)"; self.intValue = intValue }
-    init(index: Int) { self.init(intValue: index) }
 }
 
 // MARK: - Decoder and containers
@@ -646,7 +645,7 @@ struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
     /// Reads the next element with `read`; moves on only if it succeeds.
     private mutating func next<T>(_ type: T.Type, _ read: (JSONTape, Int) throws -> T) throws -> T {
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(type, tape.context(node, "Unkeyed container is at end.", extra: TapeKey(index: currentIndex)))
+            throw DecodingError.valueNotFound(type, tape.context(node, "Unkeyed container is at end.", extra: TapeKey(intValue: currentIndex)))
         }
         let value = try read(tape, cursor)
         cursor = tape.nodes[cursor].next
@@ -656,7 +655,7 @@ struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
 
     mutating func decodeNil() throws -> Bool {
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(Any?.self, tape.context(node, "Unkeyed container is at end.", extra: TapeKey(index: currentIndex)))
+            throw DecodingError.valueNotFound(Any?.self, tape.context(node, "Unkeyed container is at end.", extra: TapeKey(intValue: currentIndex)))
         }
         guard tape.nodes[cursor].kind == .null else { return false }
         cursor = tape.nodes[cursor].next
