@@ -139,6 +139,13 @@ public final class EventLogStore: Sendable {
         try environment.writeGrouped { try body(LogTransaction(transaction: $0, store: self)) }
     }
 
+    /// Announces a grouped write that `body` prepares and then makes with
+    /// ``writeGrouped(_:)``: a commit about to start waits a little for it (see
+    /// `Environment.announcingWrite(_:)`).
+    public func announcingWrite<T>(_ body: () throws -> T) rethrows -> T {
+        try environment.announcingWrite(body)
+    }
+
     /// ``write(_:)`` on the environment's writer thread.
     public func writeAsync<T: Sendable>(_ body: @escaping @Sendable (LogTransaction) throws -> T) async throws -> T {
         try await environment.writeAsync { try body(LogTransaction(transaction: $0, store: self)) }

@@ -232,4 +232,7 @@ final class GroupCommitState: @unchecked Sendable {
     let condition = NSCondition()
     var queue: [Environment.GroupedWrite] = []
     var leaderActive = false
+    /// Threads inside ``Environment/announcingWrite(_:)``: about to queue a grouped write, or
+    /// queued, or just resumed.
+    var announced = 0
 }

@@ -36,6 +36,11 @@ public struct EnvironmentOptions: Sendable {
     /// `readOnly`; a writer in another process at the same time may make reads inconsistent.
     public var noLock: Bool = false
 
+    /// How long a group-commit leader waits at most for writers that announced a write
+    /// (``Environment/announcingWrite(_:)``) to queue it: a fraction of one durable commit.
+    /// Zero turns the wait off.
+    public var groupGatherLimit: Duration = .microseconds(250)
+
     /// The defaults described on each property.
     public init() {}
 }

@@ -33,7 +33,7 @@ enum CheckpointPayload {
         let ids = projection.pending.keys.sorted()
         let parts = try parallelMap(count: ids.count, threshold: parallelThreshold) { i -> (change: [UInt8], snapshot: [UInt8]) in
             let change = projection.pending[ids[i]]!
-            let encoder = VaultEvent.canonicalEncoder()
+            var encoder = VaultEvent.canonicalEncoder()
             encoder.userInfo[PendingChange.omitsSnapshot] = true
             return (Array(try encoder.encode(change)), try VaultEvent.encodeCipher(change.latest))
         }

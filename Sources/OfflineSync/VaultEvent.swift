@@ -354,11 +354,10 @@ public struct VaultEvent: Sendable, Equatable {
     }
 
     /// The encoder of stored bodies: sorted keys, the canonical shape
-    /// ``operationSummary(header:plaintext:placeholder:)`` reads.
-    static func canonicalEncoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
+    /// ``operationSummary(header:plaintext:placeholder:)`` reads (byte for byte what
+    /// `JSONEncoder` with `.sortedKeys` writes).
+    static func canonicalEncoder() -> SortedJSONEncoder {
+        SortedJSONEncoder()
     }
 
     /// A cipher's JSON as a stored operation body holds it (and the local item cache, which

@@ -48,14 +48,17 @@ extension VaultLogStore {
     @discardableResult
     package func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange],
                         beforeCommit: ((LogTransaction) throws -> Void)?) throws -> [UInt64] {
-        let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
         // Grouped: saves from several threads (the app, an extension, the resolver's outcomes)
         // share a commit and its device flushes; each returns once its own save is durable.
-        let sequences = try log.writeGrouped { txn -> [UInt64] in
-            for change in encodedChanges { try apply(change, in: txn) }
-            let sequences = try txn.append(newEvents, key: keys.sealing)
-            try beforeCommit?(txn)
-            return sequences
+        // Announced before it is prepared, so a commit about to start can wait for it.
+        let sequences = try log.announcingWrite {
+            let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
+            return try log.writeGrouped { txn -> [UInt64] in
+                for change in encodedChanges { try apply(change, in: txn) }
+                let sequences = try txn.append(newEvents, key: keys.sealing)
+                try beforeCommit?(txn)
+                return sequences
+            }
         }
         notifyObservers(userId: userId)
         return sequences

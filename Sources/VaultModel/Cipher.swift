@@ -211,9 +211,7 @@ public struct Cipher: Codable, Sendable, Equatable {
     /// - Parameter lastKnownRevisionDate: the `revisionDate` the edit was based on; the server
     ///   rejects the update if the item changed since; nil when creating.
     public func requestBody(lastKnownRevisionDate: BitwardenDate?) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(CipherRequest(cipher: self, lastKnownRevisionDate: lastKnownRevisionDate))
+        Data(try SortedJSONEncoder(escapesSlashes: false).encode(CipherRequest(cipher: self, lastKnownRevisionDate: lastKnownRevisionDate)))
     }
 
     /// The `CipherRequestModel` JSON for an update based on this cipher's own `revisionDate`.

@@ -117,6 +117,65 @@ import Synchronization
         reopened.close()
     }
 
+    /// A leader waits for a writer that announced its write while it prepares: both writes
+    /// share one commit. (The limit is long here so that the test does not race the clock.)
+    @Test func announcedWrite_isWaitedFor_andSharesTheCommit() throws {
+        let dir = TemporaryDirectory()
+        var options = EnvironmentOptions()
+        options.groupGatherLimit = .seconds(5)
+        let env = try Environment(path: dir.path, options: options)
+        let db = try env.openDatabase("things")
+        let before = try env.info().lastTransactionID
+        let announced = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? env.announcingWrite {
+                announced.signal()
+                usleep(30_000)   // preparing, while the other writer leads
+                try env.writeGrouped { txn in try txn.put(db, key: self.key(1), value: [1]) }
+            }
+            done.signal()
+        }
+        announced.wait()
+        try env.announcingWrite {
+            try env.writeGrouped { txn in try txn.put(db, key: self.key(2), value: [2]) }
+        }
+        done.wait()
+        #expect(try env.info().lastTransactionID - before == 1)
+        #expect(try env.read { try $0.count(db) } == 2)
+        env.close()
+    }
+
+    /// The wait is bounded: a writer that announced a write and does not make it within the
+    /// limit does not hold up the others' commit.
+    @Test func announcedWrite_thatNeverComes_delaysACommitOnlyUpToTheLimit() throws {
+        let dir = TemporaryDirectory()
+        var options = EnvironmentOptions()
+        options.groupGatherLimit = .milliseconds(20)
+        let env = try Environment(path: dir.path, options: options)
+        let db = try env.openDatabase("things")
+        let announced = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? env.announcingWrite {
+                announced.signal()
+                release.wait()
+                try env.writeGrouped { txn in try txn.put(db, key: self.key(1), value: [1]) }
+            }
+            done.signal()
+        }
+        announced.wait()
+        // Returns although the announced write is still held back, and its own write is durable.
+        try env.writeGrouped { txn in try txn.put(db, key: self.key(2), value: [2]) }
+        #expect(try env.read { try $0.get(db, key: self.key(2)) } == [2])
+        #expect(try env.read { try $0.get(db, key: self.key(1)) } == nil)
+        release.signal()
+        done.wait()
+        #expect(try env.read { try $0.count(db) } == 2)
+        env.close()
+    }
+
     @Test func throwingWriteClosure_abortsEverything() throws {
         struct Boom: Error {}
         let dir = TemporaryDirectory()

@@ -155,7 +155,8 @@ import VaultLogTesting
     /// the pending changes but not their snapshots, then each item's snapshot.
     static func format2Payload(_ projection: Projection, snapshotsOf ids: [String]? = nil) throws -> [UInt8] {
         func bigEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
-        let encoder = VaultEvent.canonicalEncoder()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
         encoder.userInfo[PendingChange.omitsSnapshot] = true
         let json = Array(try encoder.encode(projection))
         var out = Array("VLC2".utf8) + bigEndian(UInt32(json.count)) + json

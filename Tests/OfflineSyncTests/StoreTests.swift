@@ -356,7 +356,9 @@ struct XorShift {
         let body = OperationBody(cipher: cipher, passwordChanged: passwordChanged,
                                  baseRevisionDate: withBase ? try BitwardenDate("2026-01-01T00:00:00.1234567Z") : nil,
                                  at: try BitwardenDate("2026-02-03T04:05:06.7000000Z"))
-        let whole = Array(try VaultEvent.canonicalEncoder().encode(body))
+        let foundation = JSONEncoder()
+        foundation.outputFormatting = [.sortedKeys]
+        let whole = Array(try foundation.encode(body))
         let spliced = try VaultEvent.encodeOperation(body, cipherJSON: VaultEvent.encodeCipher(cipher))
         #expect(spliced == whole, "\(String(decoding: spliced, as: UTF8.self))\n\(String(decoding: whole, as: UTF8.self))")
         #expect(try VaultEvent.encode(.operation(body)) == whole)

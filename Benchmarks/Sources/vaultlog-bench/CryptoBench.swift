@@ -9,7 +9,8 @@ import VaultModel
 /// the cipher) and of 4 KiB (MB/s), against the machine's floor for the same work:
 /// `openssl speed -evp aes-256-cbc` plus `openssl speed -hmac sha256` on 4 KiB blocks, run in
 /// the same process run, interleaved with the EncString rounds. The floor for encrypt-then-MAC
-/// is 1 / (1/AES + 1/HMAC).
+/// is 1 / (1/AES + 1/HMAC). Also the encrypted cipher's JSON encoding (`SortedJSONEncoder`
+/// against `JSONEncoder`).
 func runCryptoBench(quick: Bool, results: Results) throws {
     let rounds = quick ? 3 : 5
     let opensslSeconds = quick ? 1 : 2
@@ -29,6 +30,12 @@ func runCryptoBench(quick: Bool, results: Results) throws {
         ("decrypt_4k", { try throughput(window: window, bytes: block.count) { _ = try EncString(parsing: serializedBlock).decrypt(key: key) } }),
         ("encrypt_cipher", { try opsPerSecond(window: window) { _ = try view.encrypt(userKey: key) } }),
         ("decrypt_cipher", { try opsPerSecond(window: window) { _ = try encryptedCipher.decrypt(userKey: key) } }),
+        ("json_cipher", { try opsPerSecond(window: window) { _ = try SortedJSONEncoder().encode(encryptedCipher) } }),
+        ("json_cipher_foundation", {
+            let foundation = JSONEncoder()
+            foundation.outputFormatting = [.sortedKeys]
+            return try opsPerSecond(window: window) { _ = try foundation.encode(encryptedCipher) }
+        }),
         ("openssl", {
             aesFloor.append(try opensslSpeed(["-evp", "aes-256-cbc"], seconds: opensslSeconds))
             hmacFloor.append(try opensslSpeed(["-hmac", "sha256"], seconds: opensslSeconds))
@@ -45,6 +52,12 @@ func runCryptoBench(quick: Bool, results: Results) throws {
                            baseline: "openssl_aes_cbc_plus_hmac", baselineValue: floor, ratio: s.median / floor.median,
                            target: .ratioAtLeast(name == "encrypt_4k" ? 0.60 : 0.75), extra: extra))
     }
+    // The cipher's stored JSON (every save, outcome and checkpoint writes it), against the
+    // `JSONEncoder` it replaced; the same bytes (tested).
+    results.add(Figure(group: "crypto", bench: "cipher_json_encode", metric: "throughput", unit: "ops/s", value: stats["json_cipher"]!,
+                       baseline: "jsonencoder_sorted_keys", baselineValue: stats["json_cipher_foundation"]!,
+                       ratio: stats["json_cipher"]!.median / stats["json_cipher_foundation"]!.median,
+                       extra: ["bytes": json(Double(try SortedJSONEncoder().encode(encryptedCipher).count))]))
     for name in ["encrypt_cipher", "decrypt_cipher"] {
         results.add(Figure(group: "crypto", bench: "encstring_\(name)", metric: "throughput", unit: "ops/s", value: stats[name]!,
                            extra: ["fields": "\"name, notes, username, password, uri\""]))

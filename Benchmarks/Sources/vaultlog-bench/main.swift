@@ -80,6 +80,14 @@ case "profile-crypto":
         let bytes = EncString.encrypt(block, key: key).serializedBytes
         _ = try EncString(parsing: bytes).decrypt(key: key)
     }
+case "profile-json":
+    // A loop to run under a profiler: a login cipher's stored JSON (`SortedJSONEncoder`).
+    let key = SymmetricCryptoKey.generate()
+    let view = CipherView(type: .login, name: "Bank account", notes: "Security questions: first pet Rex, street Elm",
+                          login: LoginView(username: "user@example.com", password: "correct horse battery staple",
+                                           uris: [LoginUriView(uri: "https://bank.example.com/login")]))
+    let cipher = try view.encrypt(userKey: key)
+    for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 200_000) { _ = try SortedJSONEncoder().encode(cipher) }
 case "profile-save":
     // A loop to run under a profiler: durable offline saves of one item.
     try withScratchDirectory("profile-save") { dir in

@@ -1,0 +1,487 @@
+import Foundation
+import VaultCrypto
+
+/// Writes an `Encodable` value as compact JSON with sorted keys: byte for byte what Foundation's
+/// `JSONEncoder` writes with `outputFormatting = [.sortedKeys]` (plus `.withoutEscapingSlashes`
+/// when ``escapesSlashes`` is false) and default strategies, in a fraction of the time.
+///
+/// The store encodes a cipher at every save (the event's body and the local copy share the
+/// bytes), the resolver at every outcome and request, and a checkpoint encodes every pending
+/// item. On Linux `JSONEncoder` builds a tree of boxed values and dictionaries for each object;
+/// this encoder builds a light tree of key/value arrays and writes it in one pass.
+///
+/// Same output as `JSONEncoder` (a differential test compares the bytes): keys sorted by their
+/// UTF-8 bytes; a key written twice in one object keeps its last value (keys that are equal as
+/// `String`s, such as two spellings of "é", are one key, spelled as first written); `/` written
+/// `\/` unless ``escapesSlashes`` is false; control characters as `\b`, `\t`, `\n`, `\f`, `\r` or
+/// `\u00xx`; floating-point numbers as their shortest description without a trailing `.0`. Values
+/// `JSONEncoder` treats specially (`Date`, `Data`, `URL`, `Decimal`), a number that is not finite,
+/// a top-level value that encodes nothing and any error thrown by a value's `encode(to:)` are
+/// handed to `JSONEncoder` itself, so its result or its error is what the caller gets. An
+/// ``EncString`` is written straight from its serialized bytes (what its `encode(to:)` writes).
+///
+/// ```swift
+/// let bytes = try SortedJSONEncoder().encode(cipher)   // == JSONEncoder with .sortedKeys
+/// ```
+public struct SortedJSONEncoder: Sendable {
+    /// Writes `/` as `\/`, as `JSONEncoder` does unless given `.withoutEscapingSlashes`.
+    public var escapesSlashes: Bool
+    /// Handed to every `encode(to:)` as the encoder's `userInfo`.
+    public var userInfo: [CodingUserInfoKey: any Sendable]
+
+    /// An encoder; `escapesSlashes: false` matches `.withoutEscapingSlashes`.
+    public init(escapesSlashes: Bool = true, userInfo: [CodingUserInfoKey: any Sendable] = [:]) {
+        self.escapesSlashes = escapesSlashes
+        self.userInfo = userInfo
+    }
+
+    /// The JSON text of `value` (UTF-8).
+    public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        if let bytes = try? fastEncode(value) { return bytes }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = escapesSlashes ? [.sortedKeys] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.userInfo = userInfo
+        return Array(try encoder.encode(value))
+    }
+
+    /// The encoding without `JSONEncoder`: throws ``SortedJSONTreeEncoder/HandOver`` (or the
+    /// value's error) where `encode(_:)` hands the value over.
+    func fastEncode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        let root = SortedJSONTreeEncoder(userInfo: userInfo, parent: nil, key: nil)
+        let node = try root.box(value)
+        guard let node else { throw SortedJSONTreeEncoder.HandOver() }
+        var writer = SortedJSONWriter(escapesSlashes: escapesSlashes)
+        writer.out.reserveCapacity(1024)
+        try writer.write(node)
+        return writer.out
+    }
+}
+
+// MARK: - The tree
+
+/// One encoded value.
+enum SortedJSONNode {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case uint(UInt64)
+    case double(Double)
+    case float(Float)
+    case string(String)
+    /// A string as UTF-8 bytes (an `EncString`'s serialized form, never built as a `String`).
+    case utf8([UInt8])
+    case object(SortedJSONObject)
+    case array(SortedJSONArray)
+    /// What a super-encoder encodes, read when the tree is written (it may be used later).
+    case deferred(SortedJSONTreeEncoder)
+}
+
+/// An object's pairs in the order they were encoded (sorted when written).
+final class SortedJSONObject {
+    var entries: [(key: String, value: SortedJSONNode)] = []
+}
+
+/// An array's elements.
+final class SortedJSONArray {
+    var elements: [SortedJSONNode] = []
+}
+
+/// The `Encoder` handed to each value: it records the container the value asks for.
+final class SortedJSONTreeEncoder: Encoder {
+    /// Thrown to let `JSONEncoder` encode the value instead (it has the answer, or the error).
+    struct HandOver: Error {}
+
+    let storedUserInfo: [CodingUserInfoKey: any Sendable]
+    let parent: SortedJSONTreeEncoder?
+    let key: (any CodingKey)?
+    /// The value's container (or single value), once it asked for one.
+    var node: SortedJSONNode?
+
+    init(userInfo: [CodingUserInfoKey: any Sendable], parent: SortedJSONTreeEncoder?, key: (any CodingKey)?) {
+        storedUserInfo = userInfo
+        self.parent = parent
+        self.key = key
+    }
+
+    var userInfo: [CodingUserInfoKey: Any] { storedUserInfo }
+
+    /// Worked out when asked (values rarely ask), from the chain of parents.
+    var codingPath: [any CodingKey] {
+        var path: [any CodingKey] = []
+        var encoder: SortedJSONTreeEncoder? = self
+        while let current = encoder, let key = current.key {
+            path.append(key)
+            encoder = current.parent
+        }
+        return path.reversed()
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        let object: SortedJSONObject
+        if case .object(let existing)? = node {
+            object = existing
+        } else {
+            object = SortedJSONObject()
+            node = .object(object)
+        }
+        return KeyedEncodingContainer(SortedJSONKeyedContainer<Key>(encoder: self, object: object))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        let array: SortedJSONArray
+        if case .array(let existing)? = node {
+            array = existing
+        } else {
+            array = SortedJSONArray()
+            node = .array(array)
+        }
+        return SortedJSONUnkeyedContainer(encoder: self, array: array)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer { SortedJSONSingleContainer(encoder: self) }
+
+    /// The node of `value`, encoded under `key` (nil when the value encoded nothing).
+    func box<T: Encodable>(_ value: T, key: (any CodingKey)? = nil) throws -> SortedJSONNode? {
+        // Metatype comparisons: cheap where the call is not specialised (through the
+        // type-erased containers every `Codable` type uses), unlike casts.
+        if T.self == String.self { return .string(value as! String) }
+        if T.self == Bool.self { return .bool(value as! Bool) }
+        // What `EncString.encode(to:)` writes, without an encoder and a String for each.
+        if T.self == EncString.self { return .utf8((value as! EncString).serializedBytes) }
+        if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw HandOver() }
+        let child = SortedJSONTreeEncoder(userInfo: storedUserInfo, parent: self, key: key)
+        try value.encode(to: child)
+        return child.node
+    }
+
+    /// `box` for a value inside a container: nothing encoded is an empty object, as in `JSONEncoder`.
+    func boxNested<T: Encodable>(_ value: T, key: any CodingKey) throws -> SortedJSONNode {
+        try box(value, key: key) ?? .object(SortedJSONObject())
+    }
+
+    static func number<F: BinaryFloatingPoint>(_ value: F, _ node: SortedJSONNode) throws -> SortedJSONNode {
+        guard value.isFinite else { throw HandOver() }
+        return node
+    }
+}
+
+/// A key for the super-encoders and for array positions in coding paths.
+private struct SortedJSONKey: CodingKey {
+    var stringValue: String
+    var intValue: Int?
+    init(stringValue: String) { self.stringValue = stringValue }
+    init(intValue: Int) { stringValue = "Index \(intValue)"; self.intValue = intValue }
+}
+
+struct SortedJSONKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: SortedJSONTreeEncoder
+    let object: SortedJSONObject
+
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private func put(_ key: Key, _ node: SortedJSONNode) { object.entries.append((key.stringValue, node)) }
+
+    mutating func encodeNil(forKey key: Key) throws { put(key, .null) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { put(key, .bool(value)) }
+    mutating func encode(_ value: String, forKey key: Key) throws { put(key, .string(value)) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { put(key, try SortedJSONTreeEncoder.number(value, .double(value))) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { put(key, try SortedJSONTreeEncoder.number(value, .float(value))) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { put(key, .int(Int64(value))) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { put(key, .int(Int64(value))) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { put(key, .int(Int64(value))) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { put(key, .int(Int64(value))) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { put(key, .int(value)) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { put(key, .uint(UInt64(value))) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { put(key, .uint(UInt64(value))) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { put(key, .uint(UInt64(value))) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { put(key, .uint(UInt64(value))) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { put(key, .uint(value)) }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { put(key, try encoder.boxNested(value, key: key)) }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type,
+                                                        forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        let child = SortedJSONTreeEncoder(userInfo: encoder.storedUserInfo, parent: encoder, key: key)
+        let nested = child.container(keyedBy: keyType)
+        put(key, child.node!)
+        return nested
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let child = SortedJSONTreeEncoder(userInfo: encoder.storedUserInfo, parent: encoder, key: key)
+        let nested = child.unkeyedContainer()
+        put(key, child.node!)
+        return nested
+    }
+
+    mutating func superEncoder() -> any Encoder { superEncoder(key: SortedJSONKey(stringValue: "super")) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(key: key) }
+
+    private func superEncoder(key: any CodingKey) -> any Encoder {
+        let child = SortedJSONTreeEncoder(userInfo: encoder.storedUserInfo, parent: encoder, key: key)
+        object.entries.append((key.stringValue, .deferred(child)))
+        return child
+    }
+}
+
+struct SortedJSONUnkeyedContainer: UnkeyedEncodingContainer {
+    let encoder: SortedJSONTreeEncoder
+    let array: SortedJSONArray
+
+    var codingPath: [any CodingKey] { encoder.codingPath }
+    var count: Int { array.elements.count }
+
+    private func put(_ node: SortedJSONNode) { array.elements.append(node) }
+    private var nextKey: SortedJSONKey { SortedJSONKey(intValue: array.elements.count) }
+
+    mutating func encodeNil() throws { put(.null) }
+    mutating func encode(_ value: Bool) throws { put(.bool(value)) }
+    mutating func encode(_ value: String) throws { put(.string(value)) }
+    mutating func encode(_ value: Double) throws { put(try SortedJSONTreeEncoder.number(value, .double(value))) }
+    mutating func encode(_ value: Float) throws { put(try SortedJSONTreeEncoder.number(value, .float(value))) }
+    mutating func encode(_ value: Int) throws { put(.int(Int64(value))) }
+    mutating func encode(_ value: Int8) throws { put(.int(Int64(value))) }
+    mutating func encode(_ value: Int16) throws { put(.int(Int64(value))) }
+    mutating func encode(_ value: Int32) throws { put(.int(Int64(value))) }
+    mutating func encode(_ value: Int64) throws { put(.int(value)) }
+    mutating func encode(_ value: UInt) throws { put(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt8) throws { put(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt16) throws { put(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt32) throws { put(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt64) throws { put(.uint(value)) }
+    mutating func encode<T: Encodable>(_ value: T) throws { put(try encoder.boxNested(value, key: nextKey)) }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let child = SortedJSONTreeEncoder(userInfo: encoder.storedUserInfo, parent: encoder, key: nextKey)
+        let nested = child.container(keyedBy: keyType)
+        put(child.node!)
+        return nested
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let child = SortedJSONTreeEncoder(userInfo: encoder.storedUserInfo, parent: encoder, key: nextKey)
+        let nested = child.unkeyedContainer()
+        put(child.node!)
+        return nested
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        let child = SortedJSONTreeEncoder(userInfo: encoder.storedUserInfo, parent: encoder, key: nextKey)
+        put(.deferred(child))
+        return child
+    }
+}
+
+struct SortedJSONSingleContainer: SingleValueEncodingContainer {
+    let encoder: SortedJSONTreeEncoder
+
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private func set(_ node: SortedJSONNode) { encoder.node = node }
+
+    mutating func encodeNil() throws { set(.null) }
+    mutating func encode(_ value: Bool) throws { set(.bool(value)) }
+    mutating func encode(_ value: String) throws { set(.string(value)) }
+    mutating func encode(_ value: Double) throws { set(try SortedJSONTreeEncoder.number(value, .double(value))) }
+    mutating func encode(_ value: Float) throws { set(try SortedJSONTreeEncoder.number(value, .float(value))) }
+    mutating func encode(_ value: Int) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: Int8) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: Int16) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: Int32) throws { set(.int(Int64(value))) }
+    mutating func encode(_ value: Int64) throws { set(.int(value)) }
+    mutating func encode(_ value: UInt) throws { set(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt8) throws { set(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt16) throws { set(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt32) throws { set(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt64) throws { set(.uint(value)) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        // The value's own encoding replaces this encoder's (as a single value does in JSONEncoder).
+        guard let node = try encoder.box(value, key: nil) else { throw SortedJSONTreeEncoder.HandOver() }
+        set(node)
+    }
+}
+
+// MARK: - Writing
+
+struct SortedJSONWriter {
+    let escapesSlashes: Bool
+    var out: [UInt8] = []
+
+    init(escapesSlashes: Bool) { self.escapesSlashes = escapesSlashes }
+
+    mutating func write(_ node: SortedJSONNode) throws {
+        switch node {
+        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+        case .bool(let value): value ? out.append(contentsOf: [0x74, 0x72, 0x75, 0x65]) : out.append(contentsOf: [0x66, 0x61, 0x6C, 0x73, 0x65])
+        case .int(let value):
+            if value < 0 {
+                out.append(UInt8(ascii: "-"))
+                writeDigits(value.magnitude)
+            } else {
+                writeDigits(UInt64(value))
+            }
+        case .uint(let value): writeDigits(value)
+        case .double(let value): writeFloat(value.description)
+        case .float(let value): writeFloat(value.description)
+        case .string(let value): writeString(value)
+        case .utf8(let bytes): bytes.withUnsafeBufferPointer { writeString(utf8: $0) }
+        case .array(let array):
+            out.append(UInt8(ascii: "["))
+            for (offset, element) in array.elements.enumerated() {
+                if offset > 0 { out.append(UInt8(ascii: ",")) }
+                try write(element)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            for entry in Self.sorted(object.entries) {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                writeString(entry.key)
+                out.append(UInt8(ascii: ":"))
+                try write(entry.value)
+            }
+            out.append(UInt8(ascii: "}"))
+        case .deferred(let encoder):
+            try write(encoder.node ?? .object(SortedJSONObject()))
+        }
+    }
+
+    /// The pairs in key order (UTF-8 bytes), one per key: a repeated key keeps its last value,
+    /// spelled as first written (what `JSONEncoder`'s dictionary of pairs does).
+    static func sorted(_ entries: [(key: String, value: SortedJSONNode)]) -> [(key: String, value: SortedJSONNode)] {
+        guard entries.count > 1 else { return entries }
+        var entries = entries
+        var (prefixes, ascii) = keyPrefixes(entries)
+        if !ascii {
+            // Keys equal as Strings but spelled differently are one key: fold them first.
+            var firstIndex: [String: Int] = [:]
+            var kept: [(key: String, value: SortedJSONNode)] = []
+            for entry in entries {
+                if let index = firstIndex[entry.key] {
+                    kept[index].value = entry.value
+                } else {
+                    firstIndex[entry.key] = kept.count
+                    kept.append(entry)
+                }
+            }
+            entries = kept
+            prefixes = keyPrefixes(entries).prefixes
+        }
+        // Keys compare by their first eight bytes as one integer; only keys that share those
+        // compare as strings (for ASCII, `<` on String is byte order).
+        let keys = entries
+        let order = keys.indices.sorted { a, b in
+            if prefixes[a] != prefixes[b] { return prefixes[a] < prefixes[b] }
+            let (x, y) = (keys[a].key, keys[b].key)
+            if x == y { return a < b }
+            return ascii ? x < y : x.utf8.lexicographicallyPrecedes(y.utf8)
+        }
+        var result: [(key: String, value: SortedJSONNode)] = []
+        result.reserveCapacity(keys.count)
+        var last = -1
+        for index in order {
+            if last >= 0, prefixes[last] == prefixes[index], keys[last].key == keys[index].key {
+                result[result.count - 1].value = keys[index].value
+            } else {
+                result.append(keys[index])
+            }
+            last = index
+        }
+        return result
+    }
+
+    /// Each key's first eight UTF-8 bytes, big-endian in one integer (zero-padded), and whether
+    /// every key is ASCII.
+    static func keyPrefixes(_ entries: [(key: String, value: SortedJSONNode)]) -> (prefixes: [UInt64], ascii: Bool) {
+        var ascii = true
+        let prefixes = entries.map { entry -> UInt64 in
+            var prefix: UInt64 = 0
+            var shift: UInt64 = 56
+            var high: UInt8 = 0
+            for byte in entry.key.utf8 {
+                high |= byte
+                if shift <= 56 {
+                    prefix |= UInt64(byte) &<< shift
+                    shift = shift == 0 ? 64 : shift - 8
+                }
+            }
+            if high >= 0x80 { ascii = false }
+            return prefix
+        }
+        return (prefixes, ascii)
+    }
+
+    mutating func writeDigits(_ value: UInt64) {
+        if value < 10 {
+            out.append(UInt8(truncatingIfNeeded: value) &+ 0x30)
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes: UInt64.max has 20 digits
+        var count = 0
+        var rest = value
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while rest > 0 {
+                count += 1
+                buffer[24 - count] = UInt8(truncatingIfNeeded: rest % 10) &+ 0x30
+                rest /= 10
+            }
+            out.append(contentsOf: buffer[(24 - count)...])
+        }
+    }
+
+    /// A float's shortest description, without the `.0` of a whole number (as `JSONEncoder`).
+    mutating func writeFloat(_ description: String) {
+        var text = description
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        out.append(contentsOf: text.utf8)
+    }
+
+    private static let hex = Array("0123456789abcdef".utf8)
+
+    /// Per byte: 0 if it is written as it is, else the letter after its backslash (`u` for
+    /// `\u00xx`). `/` is in the table and skipped when slashes are not escaped.
+    private static let escapes: [UInt8] = (0..<256).map { byte -> UInt8 in
+        switch byte {
+        case 0x22: return 0x22
+        case 0x5C: return 0x5C
+        case 0x2F: return 0x2F
+        case 0x08: return UInt8(ascii: "b")
+        case 0x09: return UInt8(ascii: "t")
+        case 0x0A: return UInt8(ascii: "n")
+        case 0x0C: return UInt8(ascii: "f")
+        case 0x0D: return UInt8(ascii: "r")
+        case 0..<0x20: return UInt8(ascii: "u")
+        default: return 0
+        }
+    }
+
+    mutating func writeString(_ string: String) {
+        var string = string
+        string.withUTF8 { writeString(utf8: $0) }
+    }
+
+    /// A string from its UTF-8 bytes, quoted and escaped.
+    mutating func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>) {
+        out.append(UInt8(ascii: "\""))
+        let escapesSlashes = escapesSlashes
+        Self.escapes.withUnsafeBufferPointer { table in
+            var runStart = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                let escape = table[Int(byte)]
+                if escape == 0 || (byte == 0x2F && !escapesSlashes) { continue }
+                if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) }
+                runStart = index + 1
+                if escape == UInt8(ascii: "u") {
+                    out.append(contentsOf: [0x5C, escape, 0x30, 0x30, Self.hex[Int(byte >> 4)], Self.hex[Int(byte & 0xF)]])
+                } else {
+                    out.append(0x5C)
+                    out.append(escape)
+                }
+            }
+            if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
