@@ -21,6 +21,7 @@ let package = Package(
                 .product(name: "OfflineSync", package: "VaultLog"),
                 .product(name: "VaultModel", package: "VaultLog"),
                 .product(name: "BitwardenAPI", package: "VaultLog"),
+                .product(name: "BitwardenAPINIO", package: "VaultLog"),
                 .product(name: "BitwardenEmulator", package: "VaultLog"),
                 .product(name: "VaultLogTesting", package: "VaultLog"),
                 .product(name: "GRDB", package: "GRDB.swift"),

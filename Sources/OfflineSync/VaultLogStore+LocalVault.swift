@@ -7,8 +7,9 @@ import VaultModel
 
 /// A change to the local vault cache, committed in the same transaction as its event.
 public enum LocalChange: Sendable {
-    /// Store this version of the item (by its id), replacing any other.
-    case upsert(Cipher)
+    /// Store this version of the item (by its id), replacing any other. (Indirect: a change is
+    /// copied as one reference, not as the cipher's dozens of fields, each retained.)
+    indirect case upsert(Cipher)
     /// Remove the item's local copy.
     case delete(cipherId: String)
 }

@@ -1,4 +1,5 @@
 import BitwardenAPI
+import BitwardenAPINIO
 import BitwardenEmulator
 import Foundation
 import OfflineSync
@@ -38,22 +39,24 @@ func runResolverBench(arguments: [String]) async throws {
 /// over loopback HTTP with 20 ms latency per request, at concurrency 1 (the seeds' serial
 /// algorithm) and at the default concurrency, interleaved round by round: once with the
 /// emulator in this process, and once with `vaultlog serve` in a process of its own (client
-/// and server then do not share this process's CPU). The CPU time per resolved item is
-/// reported for both sides.
+/// and server then do not share this process's CPU), the latter with the client on each
+/// transport. The CPU time per resolved item is reported for both sides.
 func runResolverGroup(quick: Bool, results: Results) async throws {
     let items = quick ? 200 : 1000
     let rounds = quick ? 2 : 3
     let latencyMs = 20
     let concurrency = ResolverOptions().concurrency
     let serve = vaultlogBinary()
-    progress("resolver: \(rounds) rounds of \(items) updates and \(items) creates, \(latencyMs) ms latency, concurrency 1 vs \(concurrency), emulator in process and in `\(serve)`")
-    for external in [false, true] {
+    progress("resolver: \(rounds) rounds of \(items) updates and \(items) creates, \(latencyMs) ms latency, concurrency 1 vs \(concurrency), emulator in process and in `\(serve)`, client on URLSession and (against the separate server) on AsyncHTTPClient")
+    let setups: [(external: Bool, transport: BenchTransport)] = [(false, .urlSession), (true, .urlSession), (true, .asyncHTTPClient)]
+    for (external, transport) in setups {
         for creates in [false, true] {
             var cpu: [String: [ResolveRun]] = [:]
             func run(_ c: Int) async throws -> Double {
                 let r = external
-                    ? try await resolveOnceExternal(items: items, latencyMs: latencyMs, concurrency: c, creates: creates, serve: serve)
-                    : try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: c, creates: creates)
+                    ? try await resolveOnceExternal(items: items, latencyMs: latencyMs, concurrency: c, creates: creates, serve: serve,
+                                                    transport: transport)
+                    : try await resolveOnce(items: items, latencyMs: latencyMs, concurrency: c, creates: creates, transport: transport)
                 cpu[c == 1 ? "serial" : "concurrent", default: []].append(r)
                 return r.seconds
             }
@@ -73,18 +76,28 @@ func runResolverGroup(quick: Bool, results: Results) async throws {
             }
             var extra = ["items": "\(items)", "latency_ms": "\(latencyMs)", "concurrency": "\(concurrency)",
                          "wall_s": json(concurrent.median), "serial_wall_s": json(serial.median),
-                         "emulator": external ? "\"separate process (vaultlog serve)\"" : "\"in process\""]
+                         "emulator": external ? "\"separate process (vaultlog serve)\"" : "\"in process\"",
+                         "transport": json(transport.rawValue)]
             if external {
                 extra["client_cpu_ms_per_item"] = perItem { $0.clientCPU }
                 extra["server_cpu_ms_per_item"] = perItem { $0.serverCPU }
             } else {
                 extra["process_cpu_ms_per_item"] = perItem { $0.clientCPU }
             }
-            results.add(Figure(group: "resolver", bench: "resolver_\(kind)" + (external ? "_separate_server" : ""), metric: "throughput",
+            let name = "resolver_\(kind)" + (external ? "_separate_server" : "") + (transport == .asyncHTTPClient ? "_nio" : "")
+            results.add(Figure(group: "resolver", bench: name, metric: "throughput",
                                unit: "items/s", value: rate, baseline: "concurrency_1", baselineValue: serialRate,
                                ratio: serial.median / concurrent.median, target: .ratioAtLeast(12), extra: extra))
         }
     }
+}
+
+/// The client's HTTP transport: the library's default (`URLSession`, FoundationNetworking on
+/// Linux) or SwiftNIO's AsyncHTTPClient (`BitwardenAPINIO`, what `vaultlog resolve-worker`
+/// and the simulation use).
+enum BenchTransport: String {
+    case urlSession = "URLSession"
+    case asyncHTTPClient = "AsyncHTTPClient (BitwardenAPINIO)"
 }
 
 /// One timed resolution: wall time and CPU seconds of this process and (when separate) the server's.
@@ -122,7 +135,8 @@ func vaultlogBinary() -> String {
 /// ``resolveOnce(items:latencyMs:concurrency:creates:)`` against `vaultlog serve` started for
 /// this run in a process of its own (the account and, for updates, the server's items are
 /// created over HTTP before the clock starts).
-private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, creates: Bool, serve: String) async throws -> ResolveRun {
+private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, creates: Bool, serve: String,
+                                 transport: BenchTransport) async throws -> ResolveRun {
     guard FileManager.default.isExecutableFile(atPath: serve) else {
         throw BenchError("\(serve) is not there: build it with `make bench-build` (or set VAULTLOG_BIN to a vaultlog executable)")
     }
@@ -153,7 +167,7 @@ private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, c
           let text = summary["url"] as? String, let url = URL(string: text) else {
         throw BenchError("vaultlog serve printed no URL: \(String(decoding: line, as: UTF8.self))")
     }
-    let (client, login, store, dir) = try await loginWithNewStore(url: url, email: email, password: password)
+    let (client, login, store, dir) = try await loginWithNewStore(url: url, email: email, password: password, transport: transport)
     defer { try? FileManager.default.removeItem(atPath: dir) }
 
     let at = BitwardenDate(Date())
@@ -193,9 +207,14 @@ private func resolveOnceExternal(items: Int, latencyMs: Int, concurrency: Int, c
 
 /// Logs in to the server at `url` and opens a new store in a temp directory (the caller
 /// removes `dir`), unlocked for the account.
-private func loginWithNewStore(url: URL, email: String, password: String) async throws
+private func loginWithNewStore(url: URL, email: String, password: String, transport: BenchTransport) async throws
     -> (BitwardenClient, LoginResult, VaultLogStore, dir: String) {
-    let client = BitwardenClient(configuration: .selfHosted(url))
+    var configuration = BitwardenClientConfiguration.selfHosted(url)
+    if transport == .asyncHTTPClient {
+        configuration.transport = AsyncHTTPClientTransport(timeout: configuration.timeout,
+                                                           maximumConnectionsPerHost: configuration.maximumConnectionsPerHost)
+    }
+    let client = BitwardenClient(configuration: configuration)
     let login = try await client.login(email: email, password: password)
     let dir = NSTemporaryDirectory() + "/vaultlog-resolver-bench-\(UUID().uuidString)"
     let store = try VaultLogStore(path: dir)
@@ -252,13 +271,14 @@ extension Array {
 }
 
 /// Sets up a fresh emulator and store with `items` pending changes and times one resolution run.
-private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: Bool) async throws -> ResolveRun {
+private func resolveOnce(items: Int, latencyMs: Int, concurrency: Int, creates: Bool,
+                         transport: BenchTransport = .urlSession) async throws -> ResolveRun {
     let emulator = BitwardenEmulator(configuration: EmulatorConfiguration())
     let url = try await emulator.start()
     defer { Task { await emulator.stop() } }
     let email = "bench@example.com", password = "bench password"
     try emulator.createAccount(email: email, password: password, iterations: 5000)
-    let (client, login, store, dir) = try await loginWithNewStore(url: url, email: email, password: password)
+    let (client, login, store, dir) = try await loginWithNewStore(url: url, email: email, password: password, transport: transport)
     defer { try? FileManager.default.removeItem(atPath: dir) }
 
     // Pending state written directly (one transaction), so set-up does not dominate.
