@@ -83,6 +83,7 @@ extension Environment {
             }
             group.condition.lock()
             group.queue.append(write)
+            group.wakeGatheringLeader()
             group.condition.unlock()
             // On the writer thread: lead a group unless one already took this write.
             writerQueue.async { self.leadOrWait(enqueuing: nil) { self.group.queue.isEmpty } }
@@ -113,7 +114,10 @@ extension Environment {
     func leadOrWait(enqueuing write: GroupedWrite?, isDone: () -> Bool) {
         let condition = group.condition
         condition.lock()
-        if let write { group.queue.append(write) }
+        if let write {
+            group.queue.append(write)
+            group.wakeGatheringLeader()
+        }
         while !isDone() && group.leaderActive { condition.wait() }
         guard !isDone() else {
             condition.unlock()
@@ -151,23 +155,30 @@ extension Environment {
         defer {
             group.condition.lock()
             group.announced -= 1
+            group.wakeGatheringLeader()
             group.condition.unlock()
         }
         return try body()
     }
 
     /// A new leader's wait for announced writes (called and returning with the group's lock
-    /// held): polls the queue every 40 µs until every announced writer has queued or the
-    /// limit has passed. Polling, because a condition shared with the waiting writers would
-    /// wake them all at each arrival.
+    /// held): until every announced writer has queued its write or left, or the limit has
+    /// passed. It waits on a condition of its own, which arrivals signal; the group's lock is
+    /// released while it waits (and `gathered` is taken before it is released, so no signal
+    /// is lost in between).
     private func gatherAnnouncedWrites() {
-        let deadline = ContinuousClock.now + options.groupGatherLimit
+        let deadline = Date().addingTimeInterval(Double(options.groupGatherLimit.components.attoseconds) / 1e18
+                                                 + Double(options.groupGatherLimit.components.seconds))
         let condition = group.condition
-        while group.queue.count < group.announced && ContinuousClock.now < deadline {
+        group.gathering = true
+        while group.queue.count < group.announced && Date() < deadline {
+            group.gathered.lock()
             condition.unlock()
-            usleep(40)
+            _ = group.gathered.wait(until: deadline)
+            group.gathered.unlock()
             condition.lock()
         }
+        group.gathering = false
     }
 
     /// Commits `writes` in one transaction (the caller holds the writer lock): a lone write in

@@ -235,4 +235,18 @@ final class GroupCommitState: @unchecked Sendable {
     /// Threads inside ``Environment/announcingWrite(_:)``: about to queue a grouped write, or
     /// queued, or just resumed.
     var announced = 0
+    /// Whether a leader is waiting for announced writes (``gathered`` wakes it).
+    var gathering = false
+    /// The leader's own condition while it gathers, so that an arriving write wakes it alone
+    /// and not every writer waiting on ``condition``. Taken after ``condition``, never before.
+    let gathered = NSCondition()
+
+    /// Wakes a gathering leader; called holding ``condition`` after the queue or the count of
+    /// announced writes changed.
+    func wakeGatheringLeader() {
+        guard gathering else { return }
+        gathered.lock()
+        gathered.signal()
+        gathered.unlock()
+    }
 }

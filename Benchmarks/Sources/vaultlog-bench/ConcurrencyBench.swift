@@ -10,7 +10,9 @@ import VaultModel
 ///   saves that queue while a commit flushes share the next commit;
 /// - `sqlite_seed`: the seed design on SQLite (`SeedSQLiteStore`, WAL, `synchronous=FULL`),
 ///   the same 8 threads on one database queue.
-/// Contenders interleave round by round; the value is saves per second over all threads.
+/// Contenders interleave round by round; the value is saves per second over all threads. A
+/// third contender, the same store with the leader's wait for announced saves turned off
+/// (`groupGatherLimit = 0`), shows what that wait gives (`no_gather_*` in the figure's extras).
 func runConcurrencyBench(quick: Bool, results: Results) throws {
     let writers = 8
     let savesPerWriter = quick ? 40 : 150
@@ -31,6 +33,11 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
     try withScratchDirectory("concurrency") { dir in
         let store = try VaultLogStore(path: dir + "/vaultlog")
         store.unlock(userId: userId, userKey: key)
+        // The same store without the leader's wait for announced saves, for comparison.
+        var ungathered = VaultLogStoreOptions()
+        ungathered.eventLog.environment.groupGatherLimit = .zero
+        let plain = try VaultLogStore(path: dir + "/vaultlog-no-gather", options: ungathered)
+        plain.unlock(userId: userId, userKey: key)
         let sqlite = UncheckedBox(try SeedSQLiteStore(path: dir + "/seed.sqlite"))
         let latencies = LatencyLog()
 
@@ -39,6 +46,15 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
                 try concurrently(writers: writers, saves: savesPerWriter, name: "vaultlog", latencies: latencies) { w, i in
                     let c = cipher(writer: w, save: i)
                     try store.append(userId: userId, cipherId: c.id!, type: .updated,
+                                     body: .operation(OperationBody(cipher: c, passwordChanged: true, baseRevisionDate: c.revisionDate,
+                                                                    at: BitwardenDate(Date()))),
+                                     localChanges: [.upsert(c)])
+                }
+            }),
+            ("vaultlog_no_gather", {
+                try concurrently(writers: writers, saves: savesPerWriter, name: "vaultlog_no_gather", latencies: latencies) { w, i in
+                    let c = cipher(writer: w, save: i)
+                    try plain.append(userId: userId, cipherId: c.id!, type: .updated,
                                      body: .operation(OperationBody(cipher: c, passwordChanged: true, baseRevisionDate: c.revisionDate,
                                                                     at: BitwardenDate(Date()))),
                                      localChanges: [.upsert(c)])
@@ -54,6 +70,7 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
         let pending = try store.projection(userId: userId).pendingCount
         precondition(pending == writers * itemsPerWriter, "expected \(writers * itemsPerWriter) pending items, found \(pending)")
         store.close()
+        plain.close()
 
         let v = stats["vaultlog"]!, s = stats["sqlite_seed"]!
         let seen = latencies.all()
@@ -62,7 +79,9 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
                            baseline: "sqlite_seed", baselineValue: s, ratio: v.median / s.median, target: .ratioAtLeast(3),
                            extra: ["writers": "\(writers)", "saves_per_writer_per_round": "\(savesPerWriter)",
                                    "p50_ms": ms("vaultlog", 0.5), "p99_ms": ms("vaultlog", 0.99),
-                                   "sqlite_seed_p50_ms": ms("sqlite_seed", 0.5), "sqlite_seed_p99_ms": ms("sqlite_seed", 0.99)]))
+                                   "sqlite_seed_p50_ms": ms("sqlite_seed", 0.5), "sqlite_seed_p99_ms": ms("sqlite_seed", 0.99),
+                                   "no_gather_ops_s": json(stats["vaultlog_no_gather"]!.median),
+                                   "no_gather_ratio": json(stats["vaultlog_no_gather"]!.median / s.median)]))
     }
 }
 
