@@ -30,6 +30,15 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
         versions[writer][save % itemsPerWriter][(save / itemsPerWriter) % 2]
     }
 
+    /// One durable offline save of the writer's next version (event and local copy together).
+    @Sendable func save(to store: VaultLogStore, writer: Int, save: Int) throws {
+        let c = cipher(writer: writer, save: save)
+        try store.append(userId: userId, cipherId: c.id!, type: .updated,
+                         body: .operation(OperationBody(cipher: c, passwordChanged: true, baseRevisionDate: c.revisionDate,
+                                                        at: BitwardenDate(Date()))),
+                         localChanges: [.upsert(c)])
+    }
+
     try withScratchDirectory("concurrency") { dir in
         let store = try VaultLogStore(path: dir + "/vaultlog")
         store.unlock(userId: userId, userKey: key)
@@ -44,20 +53,12 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
         let stats = try interleave(rounds: rounds, [
             ("vaultlog", {
                 try concurrently(writers: writers, saves: savesPerWriter, name: "vaultlog", latencies: latencies) { w, i in
-                    let c = cipher(writer: w, save: i)
-                    try store.append(userId: userId, cipherId: c.id!, type: .updated,
-                                     body: .operation(OperationBody(cipher: c, passwordChanged: true, baseRevisionDate: c.revisionDate,
-                                                                    at: BitwardenDate(Date()))),
-                                     localChanges: [.upsert(c)])
+                    try save(to: store, writer: w, save: i)
                 }
             }),
             ("vaultlog_no_gather", {
                 try concurrently(writers: writers, saves: savesPerWriter, name: "vaultlog_no_gather", latencies: latencies) { w, i in
-                    let c = cipher(writer: w, save: i)
-                    try plain.append(userId: userId, cipherId: c.id!, type: .updated,
-                                     body: .operation(OperationBody(cipher: c, passwordChanged: true, baseRevisionDate: c.revisionDate,
-                                                                    at: BitwardenDate(Date()))),
-                                     localChanges: [.upsert(c)])
+                    try save(to: plain, writer: w, save: i)
                 }
             }),
             ("sqlite_seed", {
