@@ -223,16 +223,13 @@ struct SortedJSONKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol 
     }
 }
 
-struct SortedJSONUnkeyedContainer: UnkeyedEncodingContainer {
-    let encoder: SortedJSONTreeEncoder
-    let array: SortedJSONArray
+/// The scalar `encode` methods an unkeyed and a single-value container share: each value
+/// becomes a node handed to `put` (appended to the array, or set as the single value).
+protocol SortedJSONScalarSink {
+    func put(_ node: SortedJSONNode)
+}
 
-    var codingPath: [any CodingKey] { encoder.codingPath }
-    var count: Int { array.elements.count }
-
-    private func put(_ node: SortedJSONNode) { array.elements.append(node) }
-    private var nextKey: SortedJSONKey { SortedJSONKey(intValue: array.elements.count) }
-
+extension SortedJSONScalarSink {
     mutating func encodeNil() throws { put(.null) }
     mutating func encode(_ value: Bool) throws { put(.bool(value)) }
     mutating func encode(_ value: String) throws { put(.string(value)) }
@@ -248,6 +245,18 @@ struct SortedJSONUnkeyedContainer: UnkeyedEncodingContainer {
     mutating func encode(_ value: UInt16) throws { put(.uint(UInt64(value))) }
     mutating func encode(_ value: UInt32) throws { put(.uint(UInt64(value))) }
     mutating func encode(_ value: UInt64) throws { put(.uint(value)) }
+}
+
+struct SortedJSONUnkeyedContainer: UnkeyedEncodingContainer, SortedJSONScalarSink {
+    let encoder: SortedJSONTreeEncoder
+    let array: SortedJSONArray
+
+    var codingPath: [any CodingKey] { encoder.codingPath }
+    var count: Int { array.elements.count }
+
+    func put(_ node: SortedJSONNode) { array.elements.append(node) }
+    private var nextKey: SortedJSONKey { SortedJSONKey(intValue: array.elements.count) }
+
     mutating func encode<T: Encodable>(_ value: T) throws { put(try encoder.boxNested(value, key: nextKey)) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
@@ -271,32 +280,17 @@ struct SortedJSONUnkeyedContainer: UnkeyedEncodingContainer {
     }
 }
 
-struct SortedJSONSingleContainer: SingleValueEncodingContainer {
+struct SortedJSONSingleContainer: SingleValueEncodingContainer, SortedJSONScalarSink {
     let encoder: SortedJSONTreeEncoder
 
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    private func set(_ node: SortedJSONNode) { encoder.node = node }
+    func put(_ node: SortedJSONNode) { encoder.node = node }
 
-    mutating func encodeNil() throws { set(.null) }
-    mutating func encode(_ value: Bool) throws { set(.bool(value)) }
-    mutating func encode(_ value: String) throws { set(.string(value)) }
-    mutating func encode(_ value: Double) throws { set(try SortedJSONTreeEncoder.number(value, .double(value))) }
-    mutating func encode(_ value: Float) throws { set(try SortedJSONTreeEncoder.number(value, .float(value))) }
-    mutating func encode(_ value: Int) throws { set(.int(Int64(value))) }
-    mutating func encode(_ value: Int8) throws { set(.int(Int64(value))) }
-    mutating func encode(_ value: Int16) throws { set(.int(Int64(value))) }
-    mutating func encode(_ value: Int32) throws { set(.int(Int64(value))) }
-    mutating func encode(_ value: Int64) throws { set(.int(value)) }
-    mutating func encode(_ value: UInt) throws { set(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt8) throws { set(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt16) throws { set(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt32) throws { set(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt64) throws { set(.uint(value)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
         // The value's own encoding replaces this encoder's (as a single value does in JSONEncoder).
         guard let node = try encoder.box(value, key: nil) else { throw SortedJSONTreeEncoder.HandOver() }
-        set(node)
+        put(node)
     }
 }
 

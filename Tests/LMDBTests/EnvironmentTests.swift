@@ -121,22 +121,9 @@ import Synchronization
     /// share one commit. (The limit is long here so that the test does not race the clock.)
     @Test func announcedWrite_isWaitedFor_andSharesTheCommit() throws {
         let dir = TemporaryDirectory()
-        var options = EnvironmentOptions()
-        options.groupGatherLimit = .seconds(5)
-        let env = try Environment(path: dir.path, options: options)
-        let db = try env.openDatabase("things")
+        let (env, db) = try environment(dir, gatherLimit: .seconds(5))
         let before = try env.info().lastTransactionID
-        let announced = DispatchSemaphore(value: 0)
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            try? env.announcingWrite {
-                announced.signal()
-                usleep(30_000)   // preparing, while the other writer leads
-                try env.writeGrouped { txn in try txn.put(db, key: self.key(1), value: [1]) }
-            }
-            done.signal()
-        }
-        announced.wait()
+        let done = announceOnAnotherThread(env, db) { usleep(30_000) }   // preparing, while this thread leads
         try env.announcingWrite {
             try env.writeGrouped { txn in try txn.put(db, key: self.key(2), value: [2]) }
         }
@@ -150,22 +137,9 @@ import Synchronization
     /// limit does not hold up the others' commit.
     @Test func announcedWrite_thatNeverComes_delaysACommitOnlyUpToTheLimit() throws {
         let dir = TemporaryDirectory()
-        var options = EnvironmentOptions()
-        options.groupGatherLimit = .milliseconds(20)
-        let env = try Environment(path: dir.path, options: options)
-        let db = try env.openDatabase("things")
-        let announced = DispatchSemaphore(value: 0)
+        let (env, db) = try environment(dir, gatherLimit: .milliseconds(20))
         let release = DispatchSemaphore(value: 0)
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            try? env.announcingWrite {
-                announced.signal()
-                release.wait()
-                try env.writeGrouped { txn in try txn.put(db, key: self.key(1), value: [1]) }
-            }
-            done.signal()
-        }
-        announced.wait()
+        let done = announceOnAnotherThread(env, db) { release.wait() }
         // Returns although the announced write is still held back, and its own write is durable.
         try env.writeGrouped { txn in try txn.put(db, key: self.key(2), value: [2]) }
         #expect(try env.read { try $0.get(db, key: self.key(2)) } == [2])
@@ -174,6 +148,32 @@ import Synchronization
         done.wait()
         #expect(try env.read { try $0.count(db) } == 2)
         env.close()
+    }
+
+    /// An environment in `dir` with the given gather limit, and its database "things".
+    func environment(_ dir: TemporaryDirectory, gatherLimit: Duration) throws -> (Environment, Database) {
+        var options = EnvironmentOptions()
+        options.groupGatherLimit = gatherLimit
+        let env = try Environment(path: dir.path, options: options)
+        return (env, try env.openDatabase("things"))
+    }
+
+    /// On a thread of its own: announces a write, runs `prepare`, then writes key 1. Returns once
+    /// the write is announced; the semaphore is signalled when the write has returned.
+    func announceOnAnotherThread(_ env: Environment, _ db: Database,
+                                 prepare: @escaping @Sendable () -> Void) -> DispatchSemaphore {
+        let announced = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? env.announcingWrite {
+                announced.signal()
+                prepare()
+                try env.writeGrouped { txn in try txn.put(db, key: self.key(1), value: [1]) }
+            }
+            done.signal()
+        }
+        announced.wait()
+        return done
     }
 
     @Test func throwingWriteClosure_abortsEverything() throws {
