@@ -121,6 +121,14 @@ struct SortedJSONEncoderTests {
         #expect(String(decoding: ours, as: UTF8.self).contains("\"flag\":true"))
     }
 
+    /// A super-encoder nobody writes to is `{}`; a key written after a nested container under
+    /// the same key replaces it.
+    @Test func unusedSuperEncoders_andReplacedContainers_encodeAsFoundationDoes() throws {
+        try Self.expectSame(Edges(kind: 0))
+        try Self.expectSame(Edges(kind: 1))
+        try Self.expectSame(Edges(kind: 2))
+    }
+
     /// An error thrown by a value comes out as the value threw it.
     @Test func thrownErrors_reachTheCaller() {
         #expect(throws: Refusal.self) { try SortedJSONEncoder().encode(["a": Refuses()]) }
@@ -153,6 +161,27 @@ struct SortedJSONEncoderTests {
     struct Refusal: Error {}
     struct Refuses: Encodable {
         func encode(to encoder: any Encoder) throws { throw Refusal() }
+    }
+
+    struct Edges: Encodable {
+        let kind: Int
+        func encode(to encoder: any Encoder) throws {
+            switch kind {
+            case 0:
+                var c = encoder.container(keyedBy: AnyKey.self)
+                try c.encode(1, forKey: AnyKey("a"))
+                _ = c.superEncoder()
+            case 1:
+                var c = encoder.unkeyedContainer()
+                try c.encode(1)
+                _ = c.superEncoder()
+            default:
+                var c = encoder.container(keyedBy: AnyKey.self)
+                var nested = c.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("x"))
+                try nested.encode(1, forKey: AnyKey("y"))
+                try c.encode(5, forKey: AnyKey("x"))
+            }
+        }
     }
 
     struct Shapes: Encodable {
