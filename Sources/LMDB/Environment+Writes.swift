@@ -162,7 +162,8 @@ extension Environment {
     }
 
     /// A new leader's wait for announced writes (called and returning with the group's lock
-    /// held): until every announced writer has queued its write or left, or the limit has
+    /// held): until the queue holds as many writes as there are announced writers (each has
+    /// queued its write or left; a queued `writeAsync` write counts too), or the limit has
     /// passed. It waits on a condition of its own, which arrivals signal; the group's lock is
     /// released while it waits (and `gathered` is taken before it is released, so no signal
     /// is lost in between).

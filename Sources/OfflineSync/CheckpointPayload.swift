@@ -35,11 +35,11 @@ enum CheckpointPayload {
             let change = projection.pending[ids[i]]!
             var encoder = VaultEvent.canonicalEncoder()
             encoder.userInfo[PendingChange.omitsSnapshot] = true
-            return (Array(try encoder.encode(change)), try VaultEvent.encodeCipher(change.latest))
+            return (try encoder.encode(change), try VaultEvent.encodeCipher(change.latest))
         }
         var rest = projection
         rest.pending = [:]
-        let json = Array(try VaultEvent.canonicalEncoder().encode(rest))
+        let json = try VaultEvent.canonicalEncoder().encode(rest)
         var out = magic
         out.reserveCapacity(8 + json.count + parts.reduce(0) { $0 + $1.change.count + $1.snapshot.count + 48 })
         append(UInt32(json.count), to: &out)

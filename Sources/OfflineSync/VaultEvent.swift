@@ -349,7 +349,7 @@ public struct VaultEvent: Sendable, Equatable {
     static func encode(_ body: Body) throws -> [UInt8] {
         switch body {
         case .operation(let op): return try encodeOperation(op, cipherJSON: encodeCipher(op.cipher))
-        case .outcome(let outcome): return Array(try canonicalEncoder().encode(outcome))
+        case .outcome(let outcome): return try canonicalEncoder().encode(outcome)
         }
     }
 
@@ -363,7 +363,7 @@ public struct VaultEvent: Sendable, Equatable {
     /// A cipher's JSON as a stored operation body holds it (and the local item cache, which
     /// then stores the same bytes without encoding the cipher a second time).
     static func encodeCipher(_ cipher: Cipher) throws -> [UInt8] {
-        Array(try canonicalEncoder().encode(cipher))
+        try canonicalEncoder().encode(cipher)
     }
 
     /// The operation body's JSON with `cipherJSON` (``encodeCipher(_:)`` of `op.cipher`) spliced
@@ -377,8 +377,8 @@ public struct VaultEvent: Sendable, Equatable {
             var passwordChanged: Bool
             var v: Int
         }
-        let rest = Array(try canonicalEncoder().encode(Rest(at: op.at, baseRevisionDate: op.baseRevisionDate,
-                                                             passwordChanged: op.passwordChanged, v: op.v)))
+        let rest = try canonicalEncoder().encode(Rest(at: op.at, baseRevisionDate: op.baseRevisionDate,
+                                                      passwordChanged: op.passwordChanged, v: op.v))
         let marker = Array(",\"passwordChanged\":".utf8)
         guard let split = rest.firstRange(of: marker)?.lowerBound else {
             preconditionFailure("the encoder wrote an operation body without passwordChanged")
