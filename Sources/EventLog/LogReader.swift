@@ -133,34 +133,55 @@ public struct LogReader {
     /// Visits the headers of a user's events after `after`, in order, through the index and
     /// without copying bodies (no key needed). Stops when `body` returns false.
     public func forEachHeader(userId: String, after: UInt64 = 0, _ body: (EventHeader) throws -> Bool) throws {
+        try forEachIndexedEvent(userId: userId, after: after) { sequence, value in
+            let header = try Envelope.parseHeader(raw: value).header
+            try Self.checkIndexed(header, sequence: sequence, userId: userId)
+            return try body(header)
+        }
+    }
+
+    /// Visits the stored bytes of the user's events after `after`, in order, as the index lists
+    /// them, while `body` returns true (an index entry without its event is skipped). The
+    /// events are looked up through one cursor: an event right after the previous one found is
+    /// the cursor's next entry (a user's events are mostly consecutive), and only any other
+    /// costs a search from the root (a B-tree lookup per event was about a sixth of a header fold).
+    func forEachIndexedEvent(userId: String, after: UInt64,
+                             _ body: (_ sequence: UInt64, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
         guard after < .max else { return }
         let prefix = IndexKey.userPrefix(userId)
-        try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
-            guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
-            guard let value = try transaction.getRaw(store.events, key: UnsafeRawBufferPointer(rebasing: key[prefix.count...])) else {
-                return true
+        try transaction.withCursor(store.events) { events in
+            var previous: UInt64?
+            try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
+                guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+                let sequence = readBE(key, at: prefix.count, as: UInt64.self)
+                var entry: Cursor.Entry?
+                if let previous, previous &+ 1 == sequence, let next = try events.next(),
+                   next.key.count == 8, readBE(next.key, at: 0, as: UInt64.self) == sequence {
+                    entry = next
+                } else {
+                    entry = try events.find(UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
+                }
+                guard let entry else {
+                    previous = nil
+                    return true
+                }
+                previous = sequence
+                return try body(sequence, entry.value)
             }
-            let header = try Envelope.parseHeader(raw: value).header
-            try Self.checkIndexed(header, sequence: readBE(key, at: prefix.count, as: UInt64.self), userId: userId)
-            return try body(header)
         }
     }
 
     /// Up to `limit` of a user's envelopes after `after`, in order (a bounded batch for folds
     /// over long logs; call again after the last one's sequence).
     public func envelopes(userId: String, after: UInt64, limit: Int) throws -> [Envelope] {
-        guard after < .max else { return [] }
-        let prefix = IndexKey.userPrefix(userId)
         var out: [Envelope] = []
+        guard limit > 0 else { return out }
         out.reserveCapacity(Swift.min(limit, 4096))
-        try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
-            guard out.count < limit, key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
-            if let value = try transaction.getRaw(store.events, key: UnsafeRawBufferPointer(rebasing: key[prefix.count...])) {
-                let envelope = try Envelope(bytes: Array(value))
-                try Self.checkIndexed(envelope.header, sequence: readBE(key, at: prefix.count, as: UInt64.self), userId: userId)
-                out.append(envelope)
-            }
-            return true
+        try forEachIndexedEvent(userId: userId, after: after) { sequence, value in
+            let envelope = try Envelope(bytes: Array(value))
+            try Self.checkIndexed(envelope.header, sequence: sequence, userId: userId)
+            out.append(envelope)
+            return out.count < limit
         }
         return out
     }

@@ -154,6 +154,11 @@ public struct Cursor {
         try key.withUnsafeBytes { try get(MDB_SET_RANGE, key: $0) }
     }
 
+    /// The entry whose key is `key`, or nil (the cursor's position is then undefined).
+    public func find(_ key: UnsafeRawBufferPointer) throws -> Entry? {
+        try get(MDB_SET_KEY, key: key)
+    }
+
     /// Puts through the cursor; with ``PutFlags/append`` this is LMDB's bulk-append path.
     public func put(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: PutFlags = []) throws {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))

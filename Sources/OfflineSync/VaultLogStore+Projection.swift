@@ -200,16 +200,46 @@ extension VaultLogStore {
     }
 
     /// Folds opened events into `projection`; one that cannot be opened or decoded quarantines its item.
+    ///
+    /// An operation that a later one of the batch supersedes is folded without its snapshot
+    /// (``decodeEach(_:key:)``). It is still the item's latest version when that later one was
+    /// not applied, which happens when an unreadable event between them quarantined the item:
+    /// its snapshot is then decoded after the batch (it stays the placeholder only if it does
+    /// not decode, and the item is quarantined already).
     private func apply(_ batch: [Envelope], to projection: inout Projection, key: SealingKey) {
-        for (envelope, result) in zip(batch, Self.decodeEach(batch, key: key)) {
+        let lastOperation = Self.lastOperations(batch)
+        var summarized: [String: Int] = [:]
+        for (i, (envelope, result)) in zip(batch, Self.decodeEach(batch, key: key, lastOperation: lastOperation)).enumerated() {
             switch result {
-            case .success(let event): projection.apply(event)
+            case .success(let event):
+                // A quarantined item's later events are not applied.
+                let applied = !projection.isQuarantined(event.cipherId)
+                projection.apply(event)
+                if applied, event.type.isOperation {
+                    summarized[event.cipherId] = lastOperation[event.cipherId].map { $0 > i } == true ? i : nil
+                }
             case .failure(let error):
                 logger.error("event cannot be read; its item is quarantined", metadata: [
                     "sequence": "\(envelope.header.sequence)", "cipher": "\(envelope.header.cipherId)", "error": "\(error)"])
                 projection.quarantine(envelope.header, reason: "\(error)")
             }
         }
+        for (id, i) in summarized {
+            guard let index = projection.pending.index(forKey: id),
+                  projection.pending.values[index].versionSequences.last == batch[i].header.sequence,
+                  case .operation(let operation)? = (try? VaultEvent(envelope: batch[i], key: key))?.body else { continue }
+            projection.pending.values[index].latest = operation.cipher
+        }
+    }
+
+    /// The index of each item's last operation in `batch` (an operation before it on the same
+    /// item is superseded within the batch).
+    static func lastOperations(_ batch: [Envelope]) -> [String: Int] {
+        var last: [String: Int] = [:]
+        for (i, envelope) in batch.enumerated() where VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true {
+            last[envelope.header.cipherId] = i
+        }
+        return last
     }
 
     /// ``apply(_:to:key:)`` without decoding any operation's cipher: each canonical operation
@@ -244,8 +274,10 @@ extension VaultLogStore {
                     deferred[header.cipherId] = (header.sequence, plaintext[fields.cipher])
                 }
             case .success(.event(let event)):
+                // A quarantined item's later events are not applied: its latest version stays.
+                let applied = !projection.isQuarantined(event.cipherId)
                 projection.apply(event)
-                if event.type.isOperation { deferred[event.cipherId] = nil }
+                if applied, event.type.isOperation { deferred[event.cipherId] = nil }
             case .failure(let error):
                 logger.error("event cannot be read; its item is quarantined", metadata: [
                     "sequence": "\(header.sequence)", "cipher": "\(header.cipherId)", "error": "\(error)"])
@@ -258,13 +290,8 @@ extension VaultLogStore {
     /// kept), one result per envelope so one bad event does not hide the others. An operation
     /// that a later operation on the same item in the batch supersedes has its snapshot left
     /// undecoded (``VaultEvent/operationSummary(header:plaintext:placeholder:)``): the fold
-    /// keeps only the newest snapshot.
-    static func decodeEach(_ envelopes: [Envelope], key: SealingKey) -> [Result<VaultEvent, any Error>] {
-        var latest: [String: Int] = [:]
-        for (i, envelope) in envelopes.enumerated() where VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true {
-            latest[envelope.header.cipherId] = i
-        }
-        let lastOperation = latest
+    /// keeps only the newest snapshot. `lastOperation`: ``lastOperations(_:)`` of `envelopes`.
+    static func decodeEach(_ envelopes: [Envelope], key: SealingKey, lastOperation: [String: Int]) -> [Result<VaultEvent, any Error>] {
         let placeholder = Projection.undecodedSnapshot
         @Sendable func decodeOne(_ i: Int) throws -> VaultEvent {
             let envelope = envelopes[i]
@@ -433,33 +460,20 @@ extension VaultLogStore {
     }
 }
 
-/// A batch read started on another thread (the fold's prefetch); ``result()`` waits for it.
-private final class BatchRead: @unchecked Sendable {
+/// A batch read started on another thread (the fold's prefetch), with the sequence it reads after.
+private struct BatchRead {
     /// The sequence the batch was read after.
     let after: UInt64
-    private let done = DispatchSemaphore(value: 0)
-    // Written once by the reading thread before `done` is signalled, read after waiting.
-    private var outcome: Result<[Envelope]?, any Error>?
-    private var waited = false
+    private let work: BackgroundWork<[Envelope]?>
 
     init(after: UInt64, _ read: @escaping @Sendable () throws -> [Envelope]?) {
         self.after = after
-        DispatchQueue.global(qos: .userInitiated).async { [self] in
-            outcome = Result { try read() }
-            done.signal()
-        }
+        work = BackgroundWork(read)
     }
 
     /// Waits for the read to finish (once; later calls return at once).
-    func wait() {
-        guard !waited else { return }
-        done.wait()
-        waited = true
-    }
+    func wait() { work.wait() }
 
     /// The batch, or the read's error.
-    func result() throws -> [Envelope]? {
-        wait()
-        return try outcome!.get()
-    }
+    func result() throws -> [Envelope]? { try work.result() }
 }

@@ -66,6 +66,39 @@ import EventLog
         #expect(try mail.latest.decrypt(userKey: h.userKey).login?.password == "Mail-pw-1")
     }
 
+    /// A quarantined item's later events are not folded, so its latest version is the last
+    /// operation before the unreadable event, however the folds read the operations around it.
+    /// The eager fold leaves the snapshot of an operation that a later one of the batch
+    /// supersedes undecoded; when that later one is not applied, the earlier one is decoded
+    /// after all (it stayed an empty placeholder). A later operation whose body is not of the
+    /// canonical shape (decoded in full by the lazy fold) must not clear the lazy fold's kept
+    /// snapshot either (it did). Both folds give the same projection.
+    @Test(arguments: [true, false])
+    func operationBeforeAQuarantine_staysTheLatestVersion(canonicalLater: Bool) async throws {
+        let h = try await Self.twoPendingItems()
+        let keys = try h.store.keys(h.userId)
+        var bank = try #require(try h.store.projection(userId: h.userId).pending["server-Bank"]?.latest).decrypt(userKey: h.userKey)
+        /// An authentic update of Bank with password `password`.
+        func update(_ password: String, canonical: Bool = true) throws -> NewEvent {
+            bank.login?.password = password
+            var body = try VaultEvent.encode(.operation(OperationBody(cipher: try bank.encrypt(userKey: h.userKey), passwordChanged: true,
+                                                                      baseRevisionDate: nil, at: BitwardenDate(h.clock.now))))
+            if !canonical { body.insert(UInt8(ascii: " "), at: 1) }
+            return NewEvent(userId: h.userId, cipherId: "server-Bank", eventType: VaultEventType.updated.rawValue, recordedAtMillis: 0, body: body)
+        }
+        let unreadable = NewEvent(userId: h.userId, cipherId: "server-Bank", eventType: VaultEventType.updated.rawValue, recordedAtMillis: 0,
+                                  body: try VaultEvent.encode(.outcome(OutcomeBody(at: BitwardenDate(h.clock.now)))))
+        try h.store.log.append([try update("Bank-pw-2"), unreadable, try update("Bank-pw-3", canonical: canonicalLater)], key: keys.sealing)
+        h.store.lock(userId: h.userId)
+        h.store.unlock(userId: h.userId, userKey: h.userKey)
+        let projection = try h.store.projection(userId: h.userId)
+        #expect(projection.quarantined?["server-Bank"]?.contains("event 4") == true)
+        let latest = try #require(projection.pending["server-Bank"]?.latest)
+        #expect(try latest.decrypt(userKey: h.userKey).login?.password == "Bank-pw-2")
+        let disagreement = try h.store.lazyFoldDisagreement(userId: h.userId)
+        #expect(disagreement == nil)
+    }
+
     @Test func unreachableServer_neverCountsTowardsDeadLetters() async throws {
         let h = try await Self.twoPendingItems()
         let resolver = OfflineSyncResolver(store: h.store, server: UnreachableServer())

@@ -104,6 +104,8 @@ case "profile-save":
         }
         store.close()
     }
+case "profile-fold":
+    try runProfileFold(arguments: Array(arguments.dropFirst()))
 case "breakdown":
     try runBreakdownBench(arguments: Array(arguments.dropFirst()))
 case "resolver":
@@ -113,6 +115,7 @@ default:
         usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
                vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--append-only]
                vaultlog-bench breakdown [--events N]
+               vaultlog-bench profile-fold DIR [--events N] [--headers] [--rounds R]
                vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
 
         """.utf8))
