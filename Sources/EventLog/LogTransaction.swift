@@ -51,35 +51,14 @@ public struct LogTransaction {
         let sequences = (0..<UInt64(newEvents.count)).map { first + $0 }
         var tips: [String: [UInt8]] = [:]
         for user in Set(newEvents.map(\.userId)) { tips[user] = try chainTip(userId: user, key: key) }
-        let ivs = store.random.bytes(16 * newEvents.count)
-        let seal = { @Sendable [tips] in
-            try SealedBatch(newEvents, firstSequence: first, key: key, ivs: ivs, previousMACs: tips,
-                            parallelThreshold: Self.parallelSealThreshold)
-        }
-        // A large batch is sealed on other threads while this one puts its index entries (which
-        // need only the sequences): the two took about as long as each other, one after the other.
-        let sealing = newEvents.count >= Self.overlappedSealThreshold ? BackgroundWork(seal) : nil
-        defer { sealing?.wait() }
-        let lastOfUser = try putIndexEntries(newEvents, sequences: sequences)
-        let sealed = try sealing?.result() ?? seal()
+        let sealed = try SealedBatch(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count),
+                                     previousMACs: tips, parallelThreshold: Self.parallelSealThreshold)
         try transaction.withCursor(store.events) { cursor in
             for (i, sequence) in sequences.enumerated() {
                 var k = sequence.bigEndian
                 try withUnsafeBytes(of: &k) { k in try cursor.put(key: k, value: sealed.envelope(i), flags: .append) }
             }
         }
-        // Each user's head record moves in the same transaction as the events.
-        for (user, last) in lastOfUser {
-            guard let chain = sealed.chains[user] else { continue }
-            try putHead(HeadRecord(userId: user, lastSequence: last, chain: chain), key: key)
-        }
-        return sequences
-    }
-
-    /// The index entries of appended events: one per event under its user, one per event under
-    /// its user and item (user-level events, with no item, have only the first). Returns each
-    /// user's last sequence.
-    private func putIndexEntries(_ newEvents: [NewEvent], sequences: [UInt64]) throws -> [String: UInt64] {
         // Index entries in key order: a batch's entries then walk the B-tree forward instead of
         // touching a random leaf per event (random order cost ~4 µs per event at 10,000 a
         // batch). Sequences grow, so grouping them by prefix (one per user, one per user and
@@ -109,7 +88,12 @@ public struct LogTransaction {
                 }
             }
         }
-        return userGroups.compactMapValues(\.last)
+        // Each user's head record moves in the same transaction as the events.
+        for (user, groupSequences) in userGroups {
+            guard let lastOfUser = groupSequences.last, let chain = sealed.chains[user] else { continue }
+            try putHead(HeadRecord(userId: user, lastSequence: lastOfUser, chain: chain), key: key)
+        }
+        return sequences
     }
 
     /// The MAC a user's next event chains onto: the sealed head record's chain value (checked
@@ -174,8 +158,6 @@ public struct LogTransaction {
     /// Batches at least this large are sealed on all cores (sealing is independent per event
     /// once sequences are assigned; smaller batches are not worth the dispatch).
     static let parallelSealThreshold = 64
-    /// Batches at least this large are sealed while their index entries are put.
-    static let overlappedSealThreshold = 256
 
     /// See ``EventLogStore/deleteUser(_:)``.
     @discardableResult

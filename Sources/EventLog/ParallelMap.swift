@@ -53,8 +53,8 @@ private func inChunksOnAllCores(_ count: Int, _ body: @Sendable (Int) -> Void) {
 }
 
 /// Work started on another thread now and collected later: ``wait()`` blocks until it has run,
-/// ``result()`` gives its value or error. Used to overlap two independent parts of one job (the
-/// sealing of a large batch with its index entries; a fold's next read with the current batch).
+/// ``result()`` gives its value or error. Used to overlap two independent parts of one job (a
+/// fold's read of its next batch with the current one).
 package final class BackgroundWork<T: Sendable>: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     // Written once by the working thread before `done` is signalled, read only after waiting.

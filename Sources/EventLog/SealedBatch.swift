@@ -10,10 +10,7 @@ import VaultCrypto
 /// first (every length is known before anything is encrypted), then each event's header, IV and
 /// ciphertext are written into its own range on all cores, then the MACs run in order, because
 /// each of a user's events names the MAC before it.
-///
-/// Not changed after its initialiser returns, so a batch sealed on one thread may be read on
-/// another (a large batch is sealed while the transaction's thread puts the index entries).
-final class SealedBatch: @unchecked Sendable {
+final class SealedBatch {
     /// The envelopes, back to back.
     let buffer: UnsafeMutableRawBufferPointer
     /// Where each envelope starts, and the end of the last.

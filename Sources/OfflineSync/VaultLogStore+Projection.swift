@@ -202,10 +202,10 @@ extension VaultLogStore {
     /// Folds opened events into `projection`; one that cannot be opened or decoded quarantines its item.
     ///
     /// An operation that a later one of the batch supersedes is folded without its snapshot
-    /// (``decodeEach(_:key:)``). It is still the item's latest version when that later one was
-    /// not applied, which happens when an unreadable event between them quarantined the item:
-    /// its snapshot is then decoded after the batch (it stays the placeholder only if it does
-    /// not decode, and the item is quarantined already).
+    /// (``decodeEach(_:key:lastOperation:)``). It is still the item's latest version when that
+    /// later one was not applied, which happens when an unreadable event between them
+    /// quarantined the item: its snapshot is then decoded after the batch (it stays the
+    /// placeholder only if it does not decode, and the item is quarantined already).
     private func apply(_ batch: [Envelope], to projection: inout Projection, key: SealingKey) {
         let lastOperation = Self.lastOperations(batch)
         var summarized: [String: Int] = [:]
