@@ -51,33 +51,3 @@ private func inChunksOnAllCores(_ count: Int, _ body: @Sendable (Int) -> Void) {
         for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { body(i) }
     }
 }
-
-/// Work started on another thread now and collected later: ``wait()`` blocks until it has run,
-/// ``result()`` gives its value or error. Used to overlap two independent parts of one job (a
-/// fold's read of its next batch with the current one).
-package final class BackgroundWork<T: Sendable>: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
-    // Written once by the working thread before `done` is signalled, read only after waiting.
-    private var outcome: Result<T, any Error>?
-    private var waited = false
-
-    package init(_ work: @escaping @Sendable () throws -> T) {
-        DispatchQueue.global(qos: .userInitiated).async { [self] in
-            outcome = Result { try work() }
-            done.signal()
-        }
-    }
-
-    /// Waits for the work to finish (once; later calls return at once). Call from one thread.
-    package func wait() {
-        guard !waited else { return }
-        done.wait()
-        waited = true
-    }
-
-    /// The work's value, or its error, once it has finished.
-    package func result() throws -> T {
-        wait()
-        return try outcome!.get()
-    }
-}

@@ -160,6 +160,12 @@ final class Results: @unchecked Sendable {
     }
 }
 
+/// The integer after `name` in a command's `arguments`, or `fallback` when it is absent or not a number.
+func intOption(_ name: String, in arguments: [String], default fallback: Int) -> Int {
+    guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count, let v = Int(arguments[i + 1]) else { return fallback }
+    return v
+}
+
 /// Progress on stderr, so stdout stays one JSON object per line.
 func progress(_ message: String) {
     FileHandle.standardError.write(Data("[bench] \(message)\n".utf8))

@@ -1,7 +1,7 @@
 import EventLog
 import Foundation
-import Synchronization
 import OfflineSync
+import Synchronization
 import VaultCrypto
 import VaultModel
 
@@ -233,12 +233,8 @@ struct ProjectionWorkload {
 /// is there (the key and ids are fixed, so a second run only folds), then folds it R times
 /// (default 3) without checkpoints: the full fold, or with `--headers` the header fold.
 func runProfileFold(arguments: [String]) throws {
-    func value(_ name: String, _ fallback: Int) -> Int {
-        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count, let v = Int(arguments[i + 1]) else { return fallback }
-        return v
-    }
     guard let dir = arguments.first, !dir.hasPrefix("--") else { throw BenchError("profile-fold needs a directory") }
-    let total = value("--events", 1_000_000)
+    let total = intOption("--events", in: arguments, default: 1_000_000)
     let key = try SymmetricCryptoKey(bytes: (0..<64).map { UInt8($0) })
     let ids = (0..<1000).map { String(format: "00000000-0000-4000-8000-%012d", $0) }
     let workload = try ProjectionWorkload(userKey: key, items: ids.count, ids: ids)
@@ -249,7 +245,7 @@ func runProfileFold(arguments: [String]) throws {
     var options = ProjectionWorkload.options
     options.pendingCheckpointInterval = 0
     options.checkpointInterval = Int.max
-    for _ in 0..<value("--rounds", 3) {
+    for _ in 0..<intOption("--rounds", in: arguments, default: 3) {
         let store = try VaultLogStore(path: dir, options: options)
         let start = ContinuousClock.now
         let pending: Int

@@ -11,15 +11,11 @@ import VaultModel
 /// latency per request, once at concurrency 1 (the seeds' serial algorithm) and once at
 /// concurrency C, interleaved in one process run. Prints one JSON object per figure.
 func runResolverBench(arguments: [String]) async throws {
-    func value(_ name: String, _ fallback: Int) -> Int {
-        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count, let v = Int(arguments[i + 1]) else { return fallback }
-        return v
-    }
-    let items = value("--items", 1000)
-    let latencyMs = value("--latency", 20)
-    let concurrency = value("--concurrency", ResolverOptions().concurrency)
+    let items = intOption("--items", in: arguments, default: 1000)
+    let latencyMs = intOption("--latency", in: arguments, default: 20)
+    let concurrency = intOption("--concurrency", in: arguments, default: ResolverOptions().concurrency)
     let creates = arguments.contains("--creates")
-    let rounds = value("--rounds", 1)
+    let rounds = intOption("--rounds", in: arguments, default: 1)
 
     var serial: [Double] = []
     var parallel: [Double] = []

@@ -8,13 +8,9 @@ import VaultCrypto
 /// `vaultlog-bench log [--events N] [--batch N] [--body BYTES]`: sealed batched append and
 /// sequential read + open throughput of the event log, on a real synced LMDB store in a temp dir.
 func runLogBench(arguments: [String]) throws {
-    func value(_ name: String, _ fallback: Int) -> Int {
-        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count, let v = Int(arguments[i + 1]) else { return fallback }
-        return v
-    }
-    let total = value("--events", 1_000_000)
-    let batch = value("--batch", 10_000)
-    let bodySize = value("--body", 600)
+    let total = intOption("--events", in: arguments, default: 1_000_000)
+    let batch = intOption("--batch", in: arguments, default: 10_000)
+    let bodySize = intOption("--body", in: arguments, default: 600)
     let dir = NSTemporaryDirectory() + "/vaultlog-bench-\(UUID().uuidString)"
     defer { try? FileManager.default.removeItem(atPath: dir) }
 
