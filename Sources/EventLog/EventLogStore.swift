@@ -157,6 +157,61 @@ public final class EventLogStore: Sendable {
         try write { try $0.append(newEvents, key: key) }
     }
 
+    /// Appends `batches` in order, each in its own transaction: a batch is atomic and durable
+    /// when it is reported, exactly as if ``append(_:key:)`` had been called for it. For bulk
+    /// loads: while one batch is put and committed (mostly waiting for the disk), the next one
+    /// is sealed on other threads, which a caller alternating `append` calls cannot arrange.
+    ///
+    /// The next batch is sealed against the log as the current one leaves it. When that is not
+    /// the log it meets (another writer appended in between), it is sealed again inside its own
+    /// transaction, so the log is always what the same appends made one by one would give.
+    ///
+    /// - Parameter committed: called on the calling thread after each batch's commit with the
+    ///   batch's number (from 0) and its sequences (for progress); an error it throws stops the
+    ///   load after that batch.
+    /// - Returns: each batch's sequences, in order (empty for an empty batch).
+    /// - Throws: the first error. The batches reported to `committed` before it are appended
+    ///   and durable; the failing batch and the ones after it are not.
+    @discardableResult
+    public func append(batches: some Sequence<[NewEvent]>, key: SealingKey,
+                       committed: (_ batch: Int, _ sequences: Range<UInt64>) throws -> Void = { _, _ in }) throws -> [Range<UInt64>] {
+        var iterator = batches.makeIterator()
+        guard var events = iterator.next() else { return [] }
+        var appended: [Range<UInt64>] = []
+        var sealing = startSealing(events, after: nil, key: key)
+        while true {
+            let following = iterator.next()
+            let sealed = try sealing?.batch()
+            var next: SealingJob?
+            do {
+                if let following { next = startSealing(following, after: sealed, key: key) }
+                let sequences = try write { txn -> Range<UInt64> in
+                    guard let sealed else { let last = try txn.lastSequence(); return last + 1..<last + 1 }
+                    guard try txn.isBase(of: sealed, key: key) else {
+                        let sequences = try txn.append(events, key: key)
+                        return sequences[0]..<sequences[sequences.count - 1] + 1
+                    }
+                    try txn.put(sealed, key: key)
+                    return sealed.firstSequence..<sealed.lastSequence + 1
+                }
+                appended.append(sequences)
+                try committed(appended.count - 1, sequences)
+            } catch {
+                _ = try? next?.batch()   // let the job finish before its inputs go
+                throw error
+            }
+            guard let following else { return appended }
+            events = following
+            sealing = next
+        }
+    }
+
+    /// Starts sealing `events` on another thread against the log as `previous` (a batch about
+    /// to be put) leaves it, or as it is now; nil for an empty batch.
+    private func startSealing(_ events: [NewEvent], after previous: SealedBatch?, key: SealingKey) -> SealingJob? {
+        events.isEmpty ? nil : SealingJob(events, predicted: previous?.successorBase, store: self, key: key)
+    }
+
     /// Appends one event and returns its sequence.
     @discardableResult
     public func append(_ event: NewEvent, key: SealingKey) throws -> UInt64 {

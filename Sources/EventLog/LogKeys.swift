@@ -74,9 +74,94 @@ struct HeadRecord: Equatable {
     }
 }
 
-/// A user and item, grouping a batch's index entries.
-struct IndexGroup: Hashable {
-    let userId: String
+/// A batch's index entries (one per event under its user, one more under its user and item)
+/// in key order: a batch's entries then walk the B-tree forward instead of touching a random
+/// leaf per event (random order cost ~4 µs per event at 10,000 a batch). Sequences grow, so
+/// grouping the entries by key prefix and sorting only the distinct prefixes gives that order;
+/// a counting sort keeps the entries in one flat array. Built with the sealed batch (off the
+/// transaction's thread in a bulk append), used by the transaction that puts it.
+struct BatchIndexEntries: Sendable {
+    /// Each group's key prefix, groups in key order.
+    private let prefixes: [[UInt8]]
+    /// The events of group `g` (their positions in the batch) at `events[starts[g]..<starts[g + 1]]`.
+    private let starts: [Int]
+    private let events: [Int32]
+    /// The position of each user's (by slot) last event in the batch.
+    let lastEventOfUser: [Int]
+
+    init(_ batch: [NewEvent], users: UserSlots) {
+        var prefixes = users.ids.map(IndexKey.userPrefix)   // group = slot
+        var entryGroups: [Int32] = [], entryEvents: [Int32] = []
+        entryGroups.reserveCapacity(2 * batch.count)
+        entryEvents.reserveCapacity(2 * batch.count)
+        var cipherGroups: [CipherGroup: Int32] = [:]
+        var lastEventOfUser = [Int](repeating: 0, count: users.ids.count)
+        for (i, event) in batch.enumerated() {
+            let slot = users.slots[i]
+            entryGroups.append(Int32(slot))
+            entryEvents.append(Int32(i))
+            lastEventOfUser[slot] = i
+            guard !event.cipherId.isEmpty else { continue }
+            let key = CipherGroup(userSlot: slot, cipherId: event.cipherId)
+            let group: Int32
+            if let known = cipherGroups[key] {
+                group = known
+            } else {
+                group = Int32(prefixes.count)
+                prefixes.append(IndexKey.cipherPrefix(event.userId, event.cipherId))
+                cipherGroups[key] = group
+            }
+            entryGroups.append(group)
+            entryEvents.append(Int32(i))
+        }
+        // Groups in key order, then each group's entries (in event order) by counting sort.
+        let order = prefixes.indices.sorted { a, b in
+            prefixes[a].withUnsafeBufferPointer { x in
+                prefixes[b].withUnsafeBufferPointer { y in
+                    let common = memcmp(x.baseAddress!, y.baseAddress!, min(x.count, y.count))
+                    return common != 0 ? common < 0 : x.count < y.count
+                }
+            }
+        }
+        var rank = [Int](repeating: 0, count: prefixes.count)
+        for (position, group) in order.enumerated() { rank[group] = position }
+        var starts = [Int](repeating: 0, count: prefixes.count + 1)
+        for group in entryGroups { starts[rank[Int(group)] + 1] += 1 }
+        for g in prefixes.indices { starts[g + 1] += starts[g] }
+        var fill = starts
+        var events = [Int32](repeating: 0, count: entryEvents.count)
+        for (group, event) in zip(entryGroups, entryEvents) {
+            let g = rank[Int(group)]
+            events[fill[g]] = event
+            fill[g] += 1
+        }
+        self.prefixes = order.map { prefixes[$0] }
+        self.starts = starts
+        self.events = events
+        self.lastEventOfUser = lastEventOfUser
+    }
+
+    /// Calls `body` with every entry's key (its group's prefix then the event's big-endian
+    /// sequence, `firstSequence` being event 0's), in key order.
+    func forEachKey(firstSequence: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+        var key = [UInt8](repeating: 0, count: (prefixes.map(\.count).max() ?? 0) + 8)
+        try key.withUnsafeMutableBytes { key in
+            for (g, prefix) in prefixes.enumerated() {
+                prefix.withUnsafeBytes { key.copyMemory(from: $0) }
+                let keyBytes = UnsafeRawBufferPointer(rebasing: key[0..<prefix.count + 8])
+                for entry in starts[g]..<starts[g + 1] {
+                    let sequence = (firstSequence + UInt64(events[entry])).bigEndian
+                    withUnsafeBytes(of: sequence) { key.baseAddress!.advanced(by: prefix.count).copyMemory(from: $0.baseAddress!, byteCount: 8) }
+                    try body(keyBytes)
+                }
+            }
+        }
+    }
+}
+
+/// A user (its slot in the batch) and an item: one group of a batch's item index entries.
+struct CipherGroup: Hashable {
+    let userSlot: Int
     let cipherId: String
 }
 

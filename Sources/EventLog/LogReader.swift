@@ -113,6 +113,36 @@ public struct LogReader {
         return found
     }
 
+    /// The MAC a user's next event chains onto: the sealed head record's chain value (checked
+    /// with `key`), or, in a store without one (upcast from format 1, or imported without
+    /// heads), the MAC of the user's last event; 32 zero bytes for a user with no event.
+    /// Following the head rather than the last event keeps a deleted tail detectable after
+    /// later appends (the next event names the missing one as its previous).
+    func chainTip(userId: String, key: SealingKey) throws -> [UInt8] {
+        if let db = store.heads, let bytes = try transaction.get(db, key: IndexKey.checkpointPrefix(userId)) {
+            guard let head = HeadRecord(bytes: bytes), head.userId == userId else {
+                throw EventLogError.headRecord("the head record of user \(userId) is malformed; nothing was written: run 'vaultlog verify' for a full report")
+            }
+            guard head.authenticate(bytes, key: key) else {
+                throw EventLogError.headRecord("the head record of user \(userId) failed authentication (wrong key or tampered file); nothing was written: run 'vaultlog verify' for a full report")
+            }
+            return head.chain
+        }
+        guard let last = try lastSequence(userId: userId), let envelope = try envelope(at: last) else {
+            return Envelope.chainStart
+        }
+        try Self.checkIndexed(envelope.header, sequence: last, userId: userId)
+        return Array(envelope.mac)
+    }
+
+    /// What a batch of `users`' events appended now is sealed against: the last sequence and
+    /// each user's chain tip.
+    func sealingBase(for users: [String], key: SealingKey) throws -> SealingBase {
+        var tips: [String: [UInt8]] = [:]
+        for user in users { tips[user] = try chainTip(userId: user, key: key) }
+        return SealingBase(lastSequence: try lastSequence(), tips: tips)
+    }
+
     /// Every stored head record, by user id, as stored (sealed; for `vaultlog export`).
     public func sealedHeads() throws -> [String: [UInt8]] {
         guard let db = store.heads else { return [:] }

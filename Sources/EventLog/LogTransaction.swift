@@ -44,78 +44,46 @@ public struct LogTransaction {
     @discardableResult
     public func append(_ newEvents: [NewEvent], key: SealingKey) throws -> [UInt64] {
         guard !newEvents.isEmpty else { return [] }
-        let last = try lastSequence()
-        // Sequences come from the file (an import can end at 2^64 − 1): check the room left.
-        guard UInt64.max - last >= UInt64(newEvents.count) else { throw EventLogError.sequenceSpaceExhausted(last: last) }
-        let first = last + 1
-        let sequences = (0..<UInt64(newEvents.count)).map { first + $0 }
-        var tips: [String: [UInt8]] = [:]
-        for user in Set(newEvents.map(\.userId)) { tips[user] = try chainTip(userId: user, key: key) }
-        let sealed = try SealedBatch(newEvents, firstSequence: first, key: key, ivs: store.random.bytes(16 * newEvents.count),
-                                     previousMACs: tips, parallelThreshold: Self.parallelSealThreshold)
+        let reader = reader
+        let sealed = try SealedBatch(newEvents, key: key, ivs: store.random.bytes(16 * newEvents.count),
+                                     parallelThreshold: Self.parallelSealThreshold) { try reader.sealingBase(for: $0, key: key) }
+        return try put(sealed, key: key)
+    }
+
+    /// Whether the log is still in the state `sealed` was sealed against (its last sequence and
+    /// its users' chain tips), so that its envelopes can be put as they are.
+    func isBase(of sealed: SealedBatch, key: SealingKey) throws -> Bool {
+        guard try lastSequence() == sealed.base.lastSequence else { return false }
+        for user in sealed.users.ids {
+            guard try reader.chainTip(userId: user, key: key) == sealed.base.tips[user] ?? Envelope.chainStart else { return false }
+        }
+        return true
+    }
+
+    /// Puts a batch sealed against this transaction's state (see ``isBase(of:key:)``): its
+    /// envelopes, their index entries and its users' head records. Returns the sequences.
+    @discardableResult
+    func put(_ sealed: SealedBatch, key: SealingKey) throws -> [UInt64] {
+        let first = sealed.firstSequence
+        let sequences = (0..<UInt64(sealed.count)).map { first + $0 }
         try transaction.withCursor(store.events) { cursor in
             for (i, sequence) in sequences.enumerated() {
                 var k = sequence.bigEndian
                 try withUnsafeBytes(of: &k) { k in try cursor.put(key: k, value: sealed.envelope(i), flags: .append) }
             }
         }
-        // Index entries in key order: a batch's entries then walk the B-tree forward instead of
-        // touching a random leaf per event (random order cost ~4 µs per event at 10,000 a
-        // batch). Sequences grow, so grouping them by prefix (one per user, one per user and
-        // item) and sorting only the distinct prefixes gives that order without sorting keys.
-        var userGroups: [String: [UInt64]] = [:]
-        var cipherGroups: [IndexGroup: [UInt64]] = [:]
-        for (event, sequence) in zip(newEvents, sequences) {
-            userGroups[event.userId, default: []].append(sequence)
-            if !event.cipherId.isEmpty { cipherGroups[IndexGroup(userId: event.userId, cipherId: event.cipherId), default: []].append(sequence) }
-        }
-        var groups = userGroups.map { (IndexKey.userPrefix($0.key), $0.value) }
-        groups.sort { $0.0.lexicographicallyPrecedes($1.0) }
-        var cipherPrefixed = cipherGroups.map { (IndexKey.cipherPrefix($0.key.userId, $0.key.cipherId), $0.value) }
-        cipherPrefixed.sort { $0.0.lexicographicallyPrecedes($1.0) }
-        groups += cipherPrefixed   // cipher keys (tag 2) sort after user keys (tag 1)
+        // Index entries in key order (see `BatchIndexEntries`), then each user's head record,
+        // all in the same transaction as the events.
         try transaction.withCursor(store.index) { cursor in
-            var key: [UInt8] = []
-            for (prefix, groupSequences) in groups {
-                key.removeAll(keepingCapacity: true)
-                key.append(contentsOf: prefix)
-                key.append(contentsOf: [UInt8](repeating: 0, count: 8))
-                try key.withUnsafeMutableBytes { k in
-                    for sequence in groupSequences {
-                        withUnsafeBytes(of: sequence.bigEndian) { k.baseAddress!.advanced(by: prefix.count).copyMemory(from: $0.baseAddress!, byteCount: 8) }
-                        try cursor.put(key: UnsafeRawBufferPointer(k), value: UnsafeRawBufferPointer(start: nil, count: 0))
-                    }
-                }
+            try sealed.indexEntries.forEachKey(firstSequence: first) { key in
+                try cursor.put(key: key, value: UnsafeRawBufferPointer(start: nil, count: 0))
             }
         }
-        // Each user's head record moves in the same transaction as the events.
-        for (user, groupSequences) in userGroups {
-            guard let lastOfUser = groupSequences.last, let chain = sealed.chains[user] else { continue }
-            try putHead(HeadRecord(userId: user, lastSequence: lastOfUser, chain: chain), key: key)
+        for (slot, user) in sealed.users.ids.enumerated() {
+            guard let chain = sealed.chains[user] else { continue }
+            try putHead(HeadRecord(userId: user, lastSequence: first + UInt64(sealed.indexEntries.lastEventOfUser[slot]), chain: chain), key: key)
         }
         return sequences
-    }
-
-    /// The MAC a user's next event chains onto: the sealed head record's chain value (checked
-    /// with `key`), or, in a store without one (upcast from format 1, or imported without
-    /// heads), the MAC of the user's last event; 32 zero bytes for a user with no event.
-    /// Following the head rather than the last event keeps a deleted tail detectable after
-    /// later appends (the next event names the missing one as its previous).
-    func chainTip(userId: String, key: SealingKey) throws -> [UInt8] {
-        if let db = store.heads, let bytes = try transaction.get(db, key: IndexKey.checkpointPrefix(userId)) {
-            guard let head = HeadRecord(bytes: bytes), head.userId == userId else {
-                throw EventLogError.headRecord("the head record of user \(userId) is malformed; nothing was written: run 'vaultlog verify' for a full report")
-            }
-            guard head.authenticate(bytes, key: key) else {
-                throw EventLogError.headRecord("the head record of user \(userId) failed authentication (wrong key or tampered file); nothing was written: run 'vaultlog verify' for a full report")
-            }
-            return head.chain
-        }
-        guard let last = try reader.lastSequence(userId: userId), let envelope = try reader.envelope(at: last) else {
-            return Envelope.chainStart
-        }
-        try LogReader.checkIndexed(envelope.header, sequence: last, userId: userId)
-        return Array(envelope.mac)
     }
 
     func putHead(_ head: HeadRecord, key: SealingKey) throws {

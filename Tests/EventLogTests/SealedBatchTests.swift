@@ -12,11 +12,12 @@ import VaultLogTesting
     @Test(arguments: [1, 5, 63, 64, 300, 2_000])
     func batch_matchesEnvelopeSeal_eventByEvent(count: Int) throws {
         var random = SplitMix64(seed: UInt64(count))
-        let users = ["user-a", "user-b", "a-much-longer-user-identifier-0123456789"]
+        // Past eight users a batch's users are looked up by hash: the larger batches have eleven.
+        let users = ["user-a", "user-b", "a-much-longer-user-identifier-0123456789"] + (count >= 300 ? (0..<8).map { "user-\($0)" } : [])
         var events: [NewEvent] = []
         var user = 0
         for i in 0..<count {
-            if random.next() % 4 == 0 { user = Int(random.next() % 3) }
+            if random.next() % 4 == 0 { user = Int(random.next() % UInt64(users.count)) }
             let length = [0, 1, 15, 16, 17, 600, 4_000][Int(random.next() % 7)]
             events.append(NewEvent(userId: users[user], cipherId: i % 5 == 0 ? "" : "item-\(i % 7)", eventType: UInt16(i % 9),
                                    recordedAtMillis: 1_700_000_000_000 + Int64(i),
@@ -26,7 +27,7 @@ import VaultLogTesting
         // user-b continues an existing chain; the others start one.
         let previous: [String: [UInt8]] = ["user-b": (0..<32).map { UInt8($0 * 3) }]
         for threshold in [Int.max, 1] {   // one core, then all cores
-            let batch = try SealedBatch(events, firstSequence: 41, key: keyA, ivs: ivs, previousMACs: previous, parallelThreshold: threshold)
+            let batch = try SealedBatch(events, base: SealingBase(lastSequence: 40, tips: previous), key: keyA, ivs: ivs, parallelThreshold: threshold)
             var chains = previous
             for (i, event) in events.enumerated() {
                 let header = EventHeader(sequence: 41 + UInt64(i), userId: event.userId, cipherId: event.cipherId, eventType: event.eventType,
@@ -46,7 +47,7 @@ import VaultLogTesting
         let events = [NewEvent(userId: "u", cipherId: String(repeating: "x", count: Envelope.maxIdLength + 1), eventType: 1,
                                recordedAtMillis: 0, body: [1])]
         #expect(throws: EnvelopeError.self) {
-            _ = try SealedBatch(events, firstSequence: 1, key: keyA, ivs: [UInt8](repeating: 0, count: 16), previousMACs: [:], parallelThreshold: 64)
+            _ = try SealedBatch(events, base: SealingBase(lastSequence: 0, tips: [:]), key: keyA, ivs: [UInt8](repeating: 0, count: 16), parallelThreshold: 64)
         }
     }
 }

@@ -209,6 +209,16 @@ private final class RSSSampler: @unchecked Sendable {
 }
 
 /// RssAnon of this process, in bytes.
+/// Bytes this process has handed to `write` and its kin so far (`wchar` of `/proc/self/io`):
+/// what a store's commits wrote, page copies and all. 0 where that file is missing.
+func bytesWritten() -> Int {
+    guard let io = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return 0 }
+    for line in io.split(separator: "\n") where line.hasPrefix("wchar:") {
+        return Int(line.split(separator: " ").last ?? "") ?? 0
+    }
+    return 0
+}
+
 func anonymousRSS() -> Int {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
     for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {

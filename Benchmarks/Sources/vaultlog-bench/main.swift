@@ -25,12 +25,16 @@ func runLogBench(arguments: [String]) throws {
                  eventType: 2, recordedAtMillis: 1_700_000_000_000 + Int64(i), body: body)
     }
 
+    // Batches of `batch` events, the last one shorter: by default through the bulk append (the
+    // next batch sealed while the current one commits), with --calls one `append` call each.
+    let batches = stride(from: 0, to: total, by: batch).lazy.map { start in
+        total - start >= batch ? events : Array(events[0..<(total - start)])
+    }
     let appendStart = ContinuousClock.now
-    var appended = 0
-    while appended < total {
-        let n = min(batch, total - appended)
-        try store.append(n == batch ? events : Array(events[0..<n]), key: key)
-        appended += n
+    if arguments.contains("--calls") {
+        for events in batches { try store.append(events, key: key) }
+    } else {
+        try store.append(batches: batches, key: key)
     }
     let appendSeconds = seconds(ContinuousClock.now - appendStart)
 
@@ -109,7 +113,7 @@ case "resolver":
 default:
     FileHandle.standardError.write(Data("""
         usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
-               vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--append-only]
+               vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--append-only] [--calls]
                vaultlog-bench breakdown [--events N]
                vaultlog-bench profile-fold DIR [--events N] [--headers] [--rounds R]
                vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
