@@ -92,6 +92,33 @@ import VaultLogTesting
         }
     }
 
+    /// Two bulk loads at once on two threads, both users in both: every batch lands once, in
+    /// one contiguous run of sequences, and every chain is whole (each load keeps finding its
+    /// next batch sealed for a log the other one has moved on).
+    @Test func twoLoadsAtOnce_interleaveWholeBatches() async throws {
+        let dir = TemporaryDirectory()
+        let store = try openStore(dir)
+        func load(_ tag: Int) -> [[NewEvent]] {
+            (0..<8).map { b in (0..<150).map { i in event(100_000 * tag + 1_000 * b + i, user: i % 2 == 0 ? "user-a" : "user-b") } }
+        }
+        async let first = Task.detached { try store.append(batches: load(1), key: keyA) }.value
+        async let second = Task.detached { try store.append(batches: load(2), key: keyA) }.value
+        let ranges = try await first + second
+        #expect(ranges.count == 16 && ranges.allSatisfy { $0.count == 150 })
+        #expect(Set(ranges.map(\.lowerBound)).count == 16)
+        #expect(try store.lastSequence() == 2_400)
+        let report = try store.verify(keys: ["user-a": keyA, "user-b": keyA])
+        #expect(report.isClean, "\(report.problems.prefix(3))")
+        #expect(report.eventsAuthenticated == 2_400)
+        for (tag, batches) in [(1, load(1)), (2, load(2))] {
+            for (batch, range) in zip(batches, ranges[(tag - 1) * 8..<tag * 8]) {
+                for (event, sequence) in zip(batch, range) {
+                    #expect(try store.envelope(at: sequence)!.open(key: keyA) == event.body)
+                }
+            }
+        }
+    }
+
     /// A batch that cannot be sealed stops the load: the batches before it are appended and
     /// reported, it and the ones after it are not.
     @Test func aFailingBatch_keepsTheOnesBeforeIt_andWritesNothingAfter() throws {
