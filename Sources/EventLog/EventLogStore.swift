@@ -181,8 +181,8 @@ public final class EventLogStore: Sendable {
         var sealing = startSealing(events, after: nil, key: key)
         while true {
             let following = iterator.next()
-            let sealed = try sealing?.batch()
-            var next: SealingJob?
+            let sealed = try sealing?.result()
+            var next: BackgroundWork<SealedBatch>?
             do {
                 if let following { next = startSealing(following, after: sealed, key: key) }
                 let sequences = try write { txn -> Range<UInt64> in
@@ -197,7 +197,7 @@ public final class EventLogStore: Sendable {
                 appended.append(sequences)
                 try committed(appended.count - 1, sequences)
             } catch {
-                _ = try? next?.batch()   // let the job finish before its inputs go
+                next?.wait()   // let the sealing finish before its inputs go
                 throw error
             }
             guard let following else { return appended }
@@ -208,8 +208,8 @@ public final class EventLogStore: Sendable {
 
     /// Starts sealing `events` on another thread against the log as `previous` (a batch about
     /// to be put) leaves it, or as it is now; nil for an empty batch.
-    private func startSealing(_ events: [NewEvent], after previous: SealedBatch?, key: SealingKey) -> SealingJob? {
-        events.isEmpty ? nil : SealingJob(events, predicted: previous?.successorBase, store: self, key: key)
+    private func startSealing(_ events: [NewEvent], after previous: SealedBatch?, key: SealingKey) -> BackgroundWork<SealedBatch>? {
+        events.isEmpty ? nil : SealedBatch.sealInBackground(events, predicted: previous?.successorBase, store: self, key: key)
     }
 
     /// Appends one event and returns its sequence.

@@ -51,3 +51,34 @@ private func inChunksOnAllCores(_ count: Int, _ body: @Sendable (Int) -> Void) {
         for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { body(i) }
     }
 }
+
+/// Work started on another thread now and collected later: ``result()`` waits until it has run
+/// and gives its value or error (every call the same). Used to overlap two parts of one job: a
+/// bulk append seals the next batch while the current one commits, a fold reads its next batch
+/// while it applies the current one.
+package final class BackgroundWork<T: Sendable>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    // Written once by the working thread before `done` is signalled, read only after waiting.
+    private var outcome: Result<T, any Error>?
+    private var waited = false
+
+    package init(_ work: @escaping @Sendable () throws -> T) {
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            outcome = Result { try work() }
+            done.signal()
+        }
+    }
+
+    /// Waits for the work to finish (once; later calls return at once). Call from one thread.
+    package func wait() {
+        guard !waited else { return }
+        done.wait()
+        waited = true
+    }
+
+    /// The work's value, or its error, once it has finished.
+    package func result() throws -> T {
+        wait()
+        return try outcome!.get()
+    }
+}

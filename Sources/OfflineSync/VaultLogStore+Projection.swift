@@ -460,33 +460,20 @@ extension VaultLogStore {
     }
 }
 
-/// A batch read started on another thread (the fold's prefetch); ``result()`` waits for it.
-private final class BatchRead: @unchecked Sendable {
+/// A batch read started on another thread (the fold's prefetch), with the sequence it reads after.
+private struct BatchRead {
     /// The sequence the batch was read after.
     let after: UInt64
-    private let done = DispatchSemaphore(value: 0)
-    // Written once by the reading thread before `done` is signalled, read after waiting.
-    private var outcome: Result<[Envelope]?, any Error>?
-    private var waited = false
+    private let work: BackgroundWork<[Envelope]?>
 
     init(after: UInt64, _ read: @escaping @Sendable () throws -> [Envelope]?) {
         self.after = after
-        DispatchQueue.global(qos: .userInitiated).async { [self] in
-            outcome = Result { try read() }
-            done.signal()
-        }
+        work = BackgroundWork(read)
     }
 
     /// Waits for the read to finish (once; later calls return at once).
-    func wait() {
-        guard !waited else { return }
-        done.wait()
-        waited = true
-    }
+    func wait() { work.wait() }
 
     /// The batch, or the read's error.
-    func result() throws -> [Envelope]? {
-        wait()
-        return try outcome!.get()
-    }
+    func result() throws -> [Envelope]? { try work.result() }
 }

@@ -27,7 +27,7 @@ import VaultLogTesting
         // user-b continues an existing chain; the others start one.
         let previous: [String: [UInt8]] = ["user-b": (0..<32).map { UInt8($0 * 3) }]
         for threshold in [Int.max, 1] {   // one core, then all cores
-            let batch = try SealedBatch(events, base: SealingBase(lastSequence: 40, tips: previous), key: keyA, ivs: ivs, parallelThreshold: threshold)
+            let batch = try SealedBatch(events, key: keyA, ivs: ivs, parallelThreshold: threshold) { _ in SealingBase(lastSequence: 40, tips: previous) }
             var chains = previous
             for (i, event) in events.enumerated() {
                 let header = EventHeader(sequence: 41 + UInt64(i), userId: event.userId, cipherId: event.cipherId, eventType: event.eventType,
@@ -47,7 +47,7 @@ import VaultLogTesting
         let events = [NewEvent(userId: "u", cipherId: String(repeating: "x", count: Envelope.maxIdLength + 1), eventType: 1,
                                recordedAtMillis: 0, body: [1])]
         #expect(throws: EnvelopeError.self) {
-            _ = try SealedBatch(events, base: SealingBase(lastSequence: 0, tips: [:]), key: keyA, ivs: [UInt8](repeating: 0, count: 16), parallelThreshold: 64)
+            _ = try SealedBatch(events, key: keyA, ivs: [UInt8](repeating: 0, count: 16), parallelThreshold: 64) { _ in SealingBase(lastSequence: 0, tips: [:]) }
         }
     }
 }
