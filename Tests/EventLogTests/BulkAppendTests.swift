@@ -136,6 +136,28 @@ import VaultLogTesting
         #expect(try store.verify(keys: ["user-a": keyA]).isClean)
     }
 
+    /// A user whose head record fails authentication stops the load at that user's first batch
+    /// with the same error a single append gives; the batches before it stay.
+    @Test func aTamperedHeadRecord_stopsTheLoadAtThatUsersBatch() throws {
+        let dir = TemporaryDirectory()
+        let store = try openStore(dir)
+        try store.append([event(1, user: "user-a"), event(2, user: "user-b")], key: keyA)
+        let heads = try #require(store.heads)
+        let headKey = IndexKey.checkpointPrefix("user-a")
+        var bytes = try #require(try store.read { try $0.transaction.get(heads, key: headKey) })
+        bytes[bytes.count - 40] ^= 0x01   // inside the chain value
+        try store.environment.write { try $0.put(heads, key: headKey, value: bytes) }
+
+        let load = [[event(3, user: "user-b")], [event(4, user: "user-a"), event(5, user: "user-b")], [event(6, user: "user-b")]]
+        var reported: [Int] = []
+        #expect { try store.append(batches: load, key: keyA) { batch, _ in reported.append(batch) } } throws: { error in
+            guard case EventLogError.headRecord = error else { return false }
+            return "\(error)".contains("user-a") && "\(error)".contains("nothing was written")
+        }
+        #expect(reported == [0])
+        #expect(try store.lastSequence() == 3)
+    }
+
     /// An error thrown by the progress callback stops the load after the batch it was told of.
     @Test func aThrowingCallback_stopsAfterItsBatch() throws {
         struct Stop: Error {}
