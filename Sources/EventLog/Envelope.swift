@@ -216,6 +216,20 @@ public struct Envelope: Sendable {
         return (header, headerLength)
     }
 
+    /// The user id and cipher id bytes of a stored header, without copying them (valid while
+    /// `b` is); nil when the header's framing is broken (``parseHeader(raw:)`` says how).
+    static func headerIds(raw b: UnsafeRawBufferPointer) -> (user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer)? {
+        guard b.count >= fixedHeaderBytes + 2, (1...currentFormatVersion).contains(b[0]) else { return nil }
+        let headerLength = Int(b[1])
+        guard headerLength >= fixedHeaderBytes + 2, headerLength <= b.count else { return nil }
+        let userLength = Int(b[fixedHeaderBytes]), userStart = fixedHeaderBytes + 1
+        guard userStart + userLength < headerLength else { return nil }
+        let cipherLength = Int(b[userStart + userLength]), cipherStart = userStart + userLength + 1
+        guard userLength <= maxIdLength, cipherLength <= maxIdLength, cipherStart + cipherLength <= headerLength else { return nil }
+        return (UnsafeRawBufferPointer(rebasing: b[userStart..<userStart + userLength]),
+                UnsafeRawBufferPointer(rebasing: b[cipherStart..<cipherStart + cipherLength]))
+    }
+
     /// `bytes` as a string, nil if they are not UTF-8. Ids are nearly always ASCII: those skip
     /// `String(validating:)`, which is generic over the collection and looked up type metadata
     /// on every call (about 2% of a fold).

@@ -13,6 +13,14 @@ public struct EventLogOptions: Sendable {
     public var random: any RandomSource = SystemRandomSource()
     /// Diagnostics.
     public var logger = Logger(label: "vaultlog.eventlog")
+    /// How many events may follow the item index before an append brings it up to date
+    /// (default 32,768). Each event's entry under its user is written with the event; its entry
+    /// under its user and item is written later, for many events at once, by the append that
+    /// finds this many events not yet in the item index: a commit then copies each item's last
+    /// index page once per merge instead of once per commit. A query of one item's events reads
+    /// the index and then the headers of the events after it (at most about this many).
+    /// 0 indexes every event's item with the event.
+    public var itemIndexMergeInterval = 32_768
 
     /// The defaults described on each property.
     public init() {}

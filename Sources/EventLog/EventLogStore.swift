@@ -17,8 +17,8 @@ import VaultCrypto
 /// ```
 ///
 /// Databases: `events` (big-endian `UInt64` sequence → envelope, appended with `MDB_APPEND`),
-/// `index` (user → sequences, user+cipher → sequences), `checkpoints` (sealed projections),
-/// `meta` (format version). The domain adds its own databases with ``openDatabase(_:)`` and
+/// `index` (user → sequences, user+cipher → sequences, the latter up to
+/// `meta["itemIndexedThrough"]`), `checkpoints` (sealed projections), `meta` (format version). The domain adds its own databases with ``openDatabase(_:)`` and
 /// writes them together with events in one transaction through ``write(_:)``.
 ///
 /// The log is append-only with two documented exceptions: ``deleteUser(_:)`` (logout) removes
@@ -30,7 +30,11 @@ public final class EventLogStore: Sendable {
     /// opened writable: its events stay as they are (still read), new events are format 2.
     /// 3: the `snapshots` database (compaction snapshots, see ``LogTransaction/compact(userId:through:payload:state:items:key:)``);
     /// an older build must not open a compacted store and fold it as if it started at sequence 1.
-    public static let storeFormatVersion = 3
+    /// 4: the item index is brought up to date in merges (``EventLogOptions/itemIndexMergeInterval``)
+    /// and `meta["itemIndexedThrough"]` says how far it goes; an older build would miss the
+    /// events after it in one item's history. A format 3 store is upcast with the mark at its
+    /// last sequence (its writer indexed every event's item with the event).
+    public static let storeFormatVersion = 4
 
     /// The LMDB environment.
     public let environment: Environment
@@ -48,6 +52,8 @@ public final class EventLogStore: Sendable {
     let snapshots: Database?
     let random: any RandomSource
     let logger: Logger
+    /// See ``EventLogOptions/itemIndexMergeInterval``.
+    let itemIndexMergeInterval: Int
 
     /// Opens (creating if needed and allowed) the store at `path`.
     public init(path: String, options: EventLogOptions = EventLogOptions()) throws {
@@ -58,6 +64,7 @@ public final class EventLogStore: Sendable {
         }
         random = options.random
         logger = options.logger
+        itemIndexMergeInterval = max(0, options.itemIndexMergeInterval)
         do {
             let readOnly = options.environment.readOnly
             if readOnly {
@@ -80,12 +87,17 @@ public final class EventLogStore: Sendable {
             if writable {
                 // Creates the store's marker, or upcasts a format 1 store: the marker and the
                 // `heads` database change together; no event is rewritten.
-                let metaDatabase = meta
+                let metaDatabase = meta, eventsDatabase = events
                 (heads, snapshots) = try environment.write { txn in
                     let heads = try txn.openDatabase("heads", create: true)
                     let snapshots = try txn.openDatabase("snapshots", create: true)
                     if stored != Self.storeFormatVersion {
                         try txn.put(metaDatabase, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)])
+                        // Before format 4 every event's item entry was written with the event.
+                        let indexed = try txn.withCursor(eventsDatabase) { cursor in
+                            try cursor.last().map { $0.key.count == 8 ? readBE($0.key, at: 0, as: UInt64.self) : 0 } ?? 0
+                        }
+                        try txn.put(metaDatabase, key: LogReader.itemIndexedThroughKey, value: sequenceKey(stored == nil ? 0 : indexed))
                     }
                     return (heads, snapshots)
                 }
@@ -108,6 +120,9 @@ public final class EventLogStore: Sendable {
         guard stored[0] >= 1 else { throw EventLogError.corruptMetadata("format marker 0") }
         guard Int(stored[0]) <= storeFormatVersion else {
             throw EventLogError.newerStoreFormat(found: Int(stored[0]), supported: storeFormatVersion)
+        }
+        if let mark = try environment.read({ try $0.get(meta, key: LogReader.itemIndexedThroughKey) }), mark.count != 8 {
+            throw EventLogError.corruptMetadata("item index mark of \(mark.count) bytes (expected 8)")
         }
         return Int(stored[0])
     }

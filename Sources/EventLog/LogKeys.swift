@@ -74,47 +74,21 @@ struct HeadRecord: Equatable {
     }
 }
 
-/// A batch's index entries (one per event under its user, one more under its user and item)
-/// in key order: a batch's entries then walk the B-tree forward instead of touching a random
-/// leaf per event (random order cost ~4 µs per event at 10,000 a batch). Sequences grow, so
-/// grouping the entries by key prefix and sorting only the distinct prefixes gives that order;
-/// a counting sort keeps the entries in one flat array. Built with the sealed batch (off the
-/// transaction's thread in a bulk append), used by the transaction that puts it.
-struct BatchIndexEntries: Sendable {
+/// Index entries to put, in key order: entries put in key order walk the B-tree forward
+/// instead of touching a random leaf each (random order cost ~4 µs per entry at 10,000 a
+/// batch). Each entry's key is its group's prefix then a big-endian sequence; sequences grow
+/// within a group, so sorting only the distinct prefixes gives the order, and a counting sort
+/// keeps the entries in one flat array.
+struct GroupedIndexEntries: Sendable {
     /// Each group's key prefix, groups in key order.
     private let prefixes: [[UInt8]]
-    /// The events of group `g` (their positions in the batch) at `events[starts[g]..<starts[g + 1]]`.
+    /// The values of group `g` at `values[starts[g]..<starts[g + 1]]`, in the order given.
     private let starts: [Int]
-    private let events: [Int32]
-    /// The position of each user's (by slot) last event in the batch.
-    let lastEventOfUser: [Int]
+    private let values: [UInt64]
 
-    init(_ batch: [NewEvent], users: UserSlots) {
-        var prefixes = users.ids.map(IndexKey.userPrefix)   // group = slot
-        var entryGroups: [Int32] = [], entryEvents: [Int32] = []
-        entryGroups.reserveCapacity(2 * batch.count)
-        entryEvents.reserveCapacity(2 * batch.count)
-        var cipherGroups: [CipherGroup: Int32] = [:]
-        var lastEventOfUser = [Int](repeating: 0, count: users.ids.count)
-        for (i, event) in batch.enumerated() {
-            let slot = users.slots[i]
-            entryGroups.append(Int32(slot))
-            entryEvents.append(Int32(i))
-            lastEventOfUser[slot] = i
-            guard !event.cipherId.isEmpty else { continue }
-            let key = CipherGroup(userSlot: slot, cipherId: event.cipherId)
-            let group: Int32
-            if let known = cipherGroups[key] {
-                group = known
-            } else {
-                group = Int32(prefixes.count)
-                prefixes.append(IndexKey.cipherPrefix(event.userId, event.cipherId))
-                cipherGroups[key] = group
-            }
-            entryGroups.append(group)
-            entryEvents.append(Int32(i))
-        }
-        // Groups in key order, then each group's entries (in event order) by counting sort.
+    /// `groups[e]` is entry `e`'s index into `prefixes`, `values[e]` its sequence (or offset,
+    /// see ``forEachKey(adding:_:)``); each group's values must grow.
+    init(prefixes: [[UInt8]], groups: [Int32], values: [UInt64]) {
         let order = prefixes.indices.sorted { a, b in
             prefixes[a].withUnsafeBufferPointer { x in
                 prefixes[b].withUnsafeBufferPointer { y in
@@ -126,31 +100,30 @@ struct BatchIndexEntries: Sendable {
         var rank = [Int](repeating: 0, count: prefixes.count)
         for (position, group) in order.enumerated() { rank[group] = position }
         var starts = [Int](repeating: 0, count: prefixes.count + 1)
-        for group in entryGroups { starts[rank[Int(group)] + 1] += 1 }
+        for group in groups { starts[rank[Int(group)] + 1] += 1 }
         for g in prefixes.indices { starts[g + 1] += starts[g] }
         var fill = starts
-        var events = [Int32](repeating: 0, count: entryEvents.count)
-        for (group, event) in zip(entryGroups, entryEvents) {
+        var sorted = [UInt64](repeating: 0, count: values.count)
+        for (group, value) in zip(groups, values) {
             let g = rank[Int(group)]
-            events[fill[g]] = event
+            sorted[fill[g]] = value
             fill[g] += 1
         }
         self.prefixes = order.map { prefixes[$0] }
         self.starts = starts
-        self.events = events
-        self.lastEventOfUser = lastEventOfUser
+        self.values = sorted
     }
 
-    /// Calls `body` with every entry's key (its group's prefix then the event's big-endian
-    /// sequence, `firstSequence` being event 0's), in key order.
-    func forEachKey(firstSequence: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+    /// Calls `body` with every entry's key (its group's prefix then `offset` + its value as a
+    /// big-endian sequence), in key order.
+    func forEachKey(adding offset: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
         var key = [UInt8](repeating: 0, count: (prefixes.map(\.count).max() ?? 0) + 8)
         try key.withUnsafeMutableBytes { key in
             for (g, prefix) in prefixes.enumerated() {
                 prefix.withUnsafeBytes { key.copyMemory(from: $0) }
                 let keyBytes = UnsafeRawBufferPointer(rebasing: key[0..<prefix.count + 8])
                 for entry in starts[g]..<starts[g + 1] {
-                    let sequence = (firstSequence + UInt64(events[entry])).bigEndian
+                    let sequence = (offset + values[entry]).bigEndian
                     withUnsafeBytes(of: sequence) { key.baseAddress!.advanced(by: prefix.count).copyMemory(from: $0.baseAddress!, byteCount: 8) }
                     try body(keyBytes)
                 }
@@ -159,10 +132,21 @@ struct BatchIndexEntries: Sendable {
     }
 }
 
-/// A user (its slot in the batch) and an item: one group of a batch's item index entries.
-struct CipherGroup: Hashable {
-    let userSlot: Int
-    let cipherId: String
+/// A batch's entries under its users (one per event), in key order. Built with the sealed
+/// batch (off the transaction's thread in a bulk append), used by the transaction that puts
+/// it. The entries under each user and item follow in merges (``LogTransaction/mergeItemIndexIfDue()``).
+struct BatchIndexEntries: Sendable {
+    let entries: GroupedIndexEntries
+    /// The position of each user's (by slot) last event in the batch.
+    let lastEventOfUser: [Int]
+
+    init(_ batch: [NewEvent], users: UserSlots) {
+        var lastEventOfUser = [Int](repeating: 0, count: users.ids.count)
+        for (i, slot) in users.slots.enumerated() { lastEventOfUser[slot] = i }
+        self.lastEventOfUser = lastEventOfUser
+        entries = GroupedIndexEntries(prefixes: users.ids.map(IndexKey.userPrefix), groups: users.slots.map { Int32($0) },
+                                      values: batch.indices.map { UInt64($0) })
+    }
 }
 
 /// Keys of the `index` and `checkpoints` databases. Ids are length-prefixed, so one id can
@@ -188,6 +172,16 @@ enum IndexKey {
     static func cipherPrefix(_ user: String, _ cipher: String) -> [UInt8] {
         let c = Array(cipher.utf8)
         return cipherUserPrefix(user) + [UInt8(truncatingIfNeeded: c.count)] + c
+    }
+
+    /// ``cipherPrefix(_:_:)`` of a user and cipher id given as UTF-8 bytes.
+    static func cipherPrefix(user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> [UInt8] {
+        var out = [cipherTag, UInt8(truncatingIfNeeded: user.count)]
+        out.reserveCapacity(3 + user.count + cipher.count)
+        out.append(contentsOf: user)
+        out.append(UInt8(truncatingIfNeeded: cipher.count))
+        out.append(contentsOf: cipher)
+        return out
     }
 
     static func cipher(_ user: String, _ cipher: String, _ sequence: UInt64) -> [UInt8] {

@@ -32,6 +32,19 @@ public struct LogReader {
     }
 
     static let highWaterKey = Array("lastSequence".utf8)
+    static let itemIndexedThroughKey = Array("itemIndexedThrough".utf8)
+
+    /// How far the item index goes: every event up to this sequence has its entry under its
+    /// user and item; the events after it are found by their headers (see
+    /// ``EventLogOptions/itemIndexMergeInterval``). `UInt64.max` in a store of format 3 or older
+    /// opened read-only, whose writer indexed every event's item.
+    public func itemIndexedThrough() throws -> UInt64 {
+        guard let bytes = try transaction.get(store.meta, key: Self.itemIndexedThroughKey) else { return .max }
+        guard bytes.count == 8 else {
+            throw EventLogError.corruptMetadata("item index mark of \(bytes.count) bytes (expected 8)")
+        }
+        return bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
 
     /// How many events the log holds in this snapshot (LMDB keeps the count: no walk).
     public func eventCount() throws -> Int {
@@ -89,17 +102,40 @@ public struct LogReader {
         }
     }
 
-    /// Sequences of a user's events (or of one cipher's), in order, after `after`.
+    /// Sequences of a user's events (or of one cipher's), in order, after `after`. One cipher's
+    /// come from the item index up to ``itemIndexedThrough()`` and from the headers of the
+    /// events after it.
     public func sequences(userId: String, cipherId: String?, after: UInt64 = 0) throws -> [UInt64] {
         guard after < .max else { return [] }
         let prefix = cipherId.map { IndexKey.cipherPrefix(userId, $0) } ?? IndexKey.userPrefix(userId)
+        let indexedThrough = cipherId == nil ? UInt64.max : try itemIndexedThrough()
         var out: [UInt64] = []
         try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
             guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
-            out.append(readBE(key, at: prefix.count, as: UInt64.self))
+            let sequence = readBE(key, at: prefix.count, as: UInt64.self)
+            guard sequence <= indexedThrough else { return false }
+            out.append(sequence)
             return true
         }
+        if let cipherId, indexedThrough < .max {
+            try forEachUnindexedItemEvent(after: Swift.max(after, indexedThrough)) { sequence, user, cipher in
+                if cipher.elementsEqual(cipherId.utf8), user.elementsEqual(userId.utf8) { out.append(sequence) }
+            }
+        }
         return out
+    }
+
+    /// Calls `body` with the sequence, user id and cipher id (UTF-8, valid during the call) of
+    /// each event after `after` that has a cipher id, in order. An event whose header does not
+    /// parse is skipped (``EventLogStore/verify(keys:progress:)`` reports it).
+    func forEachUnindexedItemEvent(after: UInt64,
+                                   _ body: (UInt64, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        guard after < .max else { return }
+        try transaction.scan(store.events, from: sequenceKey(after + 1)) { key, value in
+            guard key.count == 8, let ids = Envelope.headerIds(raw: value), ids.cipher.count > 0 else { return true }
+            try body(readBE(key, at: 0, as: UInt64.self), ids.user, ids.cipher)
+            return true
+        }
     }
 
     /// The sequence of the user's last event (from the index), or nil.

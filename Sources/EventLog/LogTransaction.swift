@@ -72,18 +72,58 @@ public struct LogTransaction {
                 try withUnsafeBytes(of: &k) { k in try cursor.put(key: k, value: sealed.envelope(i), flags: .append) }
             }
         }
-        // Index entries in key order (see `BatchIndexEntries`), then each user's head record,
-        // all in the same transaction as the events.
-        try transaction.withCursor(store.index) { cursor in
-            try sealed.indexEntries.forEachKey(firstSequence: first) { key in
-                try cursor.put(key: key, value: UnsafeRawBufferPointer(start: nil, count: 0))
-            }
-        }
+        // The user index entries in key order (see `BatchIndexEntries`), then each user's head
+        // record, all in the same transaction as the events; the item index when it is due.
+        try putIndexEntries(sealed.indexEntries.entries, adding: first)
         for (slot, user) in sealed.users.ids.enumerated() {
             guard let chain = sealed.chains[user] else { continue }
             try putHead(HeadRecord(userId: user, lastSequence: first + UInt64(sealed.indexEntries.lastEventOfUser[slot]), chain: chain), key: key)
         }
+        try mergeItemIndexIfDue(last: sealed.lastSequence)
         return sequences
+    }
+
+    private func putIndexEntries(_ entries: GroupedIndexEntries, adding offset: UInt64) throws {
+        try transaction.withCursor(store.index) { cursor in
+            try entries.forEachKey(adding: offset) { key in
+                try cursor.put(key: key, value: UnsafeRawBufferPointer(start: nil, count: 0))
+            }
+        }
+    }
+
+    /// Brings the item index up to date when ``EventLogOptions/itemIndexMergeInterval`` events
+    /// or more are past ``LogReader/itemIndexedThrough()``: each event after the mark gets its
+    /// entry under its user and item, in key order, and the mark moves to the last sequence.
+    /// Part of the append's transaction, so the entries and the mark commit with it.
+    /// `last`: the log's last sequence when the caller knows it (the event it just put).
+    func mergeItemIndexIfDue(last knownLast: UInt64? = nil) throws {
+        let reader = reader
+        let indexedThrough = try reader.itemIndexedThrough()
+        let last = try knownLast ?? reader.lastSequence()
+        guard indexedThrough < last, last - indexedThrough >= UInt64(Swift.max(1, store.itemIndexMergeInterval)) else { return }
+        try mergeItemIndex(after: indexedThrough, through: last)
+    }
+
+    /// Puts the item index entries of the events in `after + 1 ... last` and moves the mark to `last`.
+    func mergeItemIndex(after: UInt64, through last: UInt64) throws {
+        var groupOfPrefix: [[UInt8]: Int32] = [:]
+        var prefixes: [[UInt8]] = [], groups: [Int32] = [], sequences: [UInt64] = []
+        try reader.forEachUnindexedItemEvent(after: after) { sequence, user, cipher in
+            guard sequence <= last else { return }
+            let prefix = IndexKey.cipherPrefix(user: user, cipher: cipher)
+            let group: Int32
+            if let known = groupOfPrefix[prefix] {
+                group = known
+            } else {
+                group = Int32(prefixes.count)
+                prefixes.append(prefix)
+                groupOfPrefix[prefix] = group
+            }
+            groups.append(group)
+            sequences.append(sequence)
+        }
+        try putIndexEntries(GroupedIndexEntries(prefixes: prefixes, groups: groups, values: sequences), adding: 0)
+        try transaction.put(store.meta, key: LogReader.itemIndexedThroughKey, value: sequenceKey(last))
     }
 
     func putHead(_ head: HeadRecord, key: SealingKey) throws {
@@ -108,7 +148,7 @@ public struct LogTransaction {
     }
 
     /// Appends an envelope sealed elsewhere, byte for byte, at its own header's sequence, with
-    /// its index entries (`vaultlog import` of an export). The sequence must be after the
+    /// its user index entry, its item's when the merge is due (`vaultlog import` of an export). The sequence must be after the
     /// last one; the bytes are not re-sealed, so they still verify under the original user key.
     public func appendSealed(_ envelope: Envelope) throws {
         let sequence = envelope.header.sequence
@@ -118,9 +158,7 @@ public struct LogTransaction {
         }
         try transaction.put(store.events, key: sequenceKey(sequence), value: envelope.bytes, flags: .append)
         try transaction.put(store.index, key: IndexKey.user(envelope.header.userId, sequence), value: [])
-        if !envelope.header.cipherId.isEmpty {
-            try transaction.put(store.index, key: IndexKey.cipher(envelope.header.userId, envelope.header.cipherId, sequence), value: [])
-        }
+        try mergeItemIndexIfDue(last: sequence)
     }
 
     /// Batches at least this large are sealed on all cores (sealing is independent per event
@@ -140,6 +178,13 @@ public struct LogTransaction {
         if let snapshots = store.snapshots {
             try transaction.delete(snapshots, key: SnapshotRecord.key(userId: userId))
             try deleteAll(in: snapshots, withPrefix: SnapshotRecord.itemPrefix(userId: userId))
+        }
+        // The user's events may have been the log's last: their sequences are given out again,
+        // so the item index mark comes back to the last event left (every event up to it is
+        // still indexed), or the next events would count as indexed.
+        let last = try lastSequence()
+        if try reader.itemIndexedThrough() > last {
+            try transaction.put(store.meta, key: LogReader.itemIndexedThroughKey, value: sequenceKey(last))
         }
         return sequences.count
     }

@@ -118,6 +118,8 @@ extension EventLogStore {
         // A compacted user's chain starts at the snapshot's chain value, at its horizon.
         var horizons: [String: UInt64] = [:]
         report.problems += try verifySnapshots(keys: keys, tips: &tips, horizons: &horizons, report: &report)
+        // Events up to this mark have their item index entry (the mark only moves forward).
+        let itemIndexedThrough = try read { try $0.itemIndexedThrough() }
 
         // Events, in batches of `batchSize` per read transaction.
         var done = false
@@ -193,7 +195,7 @@ extension EventLogStore {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .missingIndexEntry,
                             message: "no user index entry for user \(header.userId)"))
                     }
-                    if !header.cipherId.isEmpty,
+                    if !header.cipherId.isEmpty, sequence <= itemIndexedThrough,
                        try reader.transaction.get(index, key: IndexKey.cipher(header.userId, header.cipherId, sequence)) == nil {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .missingIndexEntry,
                             message: "no cipher index entry for cipher \(header.cipherId)"))

@@ -225,9 +225,11 @@ extension Run {
     /// first as the same store gives it (its in-memory projection may not have folded the last
     /// events, which the compaction may have removed), then after a reopen (the fold starts from
     /// the snapshot), and so must the pending set from headers. Compaction needs the key: a
-    /// locked vault skips it.
+    /// locked vault skips it. Every item's history is checked before and after (compactions
+    /// come at random points and at the end, when the log holds the whole run).
     func compact(_ step: ScenarioStep, index: Int) throws {
         let user = try self.user(step.user, step: index)
+        try expectCompleteItemHistories(step: index, when: "before a compaction")
         guard store.isUnlocked(userId: user.userId) else { return }
         let policy = RetentionPolicy(keepDays: step.keepDays ?? RetentionPolicy.default.keepDays,
                                      keepVersions: step.keepVersions ?? RetentionPolicy.default.keepVersions)
@@ -242,6 +244,16 @@ extension Run {
         let headersAfter = try store.pendingFromHeaders(userId: user.userId).pending
         guard headersAfter == headersBefore else {
             throw ReplayError.badStep(index: index, reason: "compaction through \(result.plan.horizon ?? 0) changed the pending set from headers of user \(user.ref)")
+        }
+        try expectCompleteItemHistories(step: index, when: "after a compaction")
+    }
+
+    /// One item's events (the item index, merged every few events, then the headers after it)
+    /// must be the log's events of that user and item.
+    func expectCompleteItemHistories(step index: Int, when: String) throws {
+        let violations = try Simulation.itemHistoryViolations(store.log)
+        guard violations.isEmpty else {
+            throw ReplayError.badStep(index: index, reason: "\(when): " + violations.prefix(3).joined(separator: "; "))
         }
     }
 

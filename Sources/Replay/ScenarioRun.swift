@@ -135,6 +135,9 @@ final class Run: @unchecked Sendable {
         // Checkpoints every few events, so replays and the simulation load them (and their
         // snapshots decoded after the tail) as a long-lived store does.
         options.checkpointInterval = 16
+        // The item index merged every few events (1 to 8 by seed), so the runs cross merges
+        // as a long-lived store does, and item histories read both the index and the headers.
+        options.eventLog.itemIndexMergeInterval = 1 + Int(seed % 8)
         return try VaultLogStore(path: path, options: options)
     }
 

@@ -48,6 +48,7 @@ extension Simulation {
             keys[userId] = SealingKey(userKey: try store.userKey(userId: userId))
         }
         let report = try store.log.verify(keys: keys)
+        violations += try itemHistoryViolations(store.log)
         store.close()
         if !report.isClean { violations.append("invariant 6: verify reports \(report.problems.prefix(3))") }
         for file in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
@@ -57,5 +58,23 @@ extension Simulation {
             }
         }
         return violations
+    }
+
+    /// Invariant 6, item histories: one item's events (the item index, merged every few events,
+    /// then the headers after it) are exactly the log's events of that user and item.
+    static func itemHistoryViolations(_ log: EventLogStore) throws -> [String] {
+        struct Item: Hashable { let user: String, cipher: String }
+        var expected: [Item: [UInt64]] = [:]
+        try log.read { reader in
+            try reader.forEachHeader { header in
+                if !header.cipherId.isEmpty { expected[Item(user: header.userId, cipher: header.cipherId), default: []].append(header.sequence) }
+                return true
+            }
+        }
+        return try expected.compactMap { item, sequences in
+            let found = try log.read { try $0.sequences(userId: item.user, cipherId: item.cipher) }
+            return found == sequences ? nil
+                : "invariant 6: item \(item.cipher) of user \(item.user) lists events \(found), the log holds \(sequences)"
+        }.sorted()
     }
 }

@@ -37,7 +37,7 @@ import VaultCrypto
         #expect(a.allSatisfy { $0.header.formatVersion == 2 })
         #expect(a[0].header.previousMAC == Envelope.chainStart)
         for (previous, next) in zip(a, a.dropFirst()) { #expect(next.header.previousMAC.map { $0[...] } == previous.mac) }
-        #expect(try store.storedFormatVersion() == 3, "a new store is format 3 (compaction snapshots)")
+        #expect(try store.storedFormatVersion() == 4, "a new store is format 4 (item index merged)")
         #expect(try store.verify(keys: ["user-a": keyA, "user-b": keyB]).isClean)
         #expect(try store.verify().isClean, "the links are checked without a key too")
     }
@@ -136,9 +136,10 @@ import VaultCrypto
 
     @Test func format1Store_isUpcastOnOpen_andNewEventsChainOntoItsLastEvent() throws {
         let dir = TemporaryDirectory()
-        // A store as format 1 wrote it: version 1 envelopes, marker 1, no head records.
+        // A store as format 1 wrote it: version 1 envelopes, marker 1, no head records, every
+        // event's item indexed with it.
         do {
-            let store = try openStore(dir)
+            let store = try openStore(dir, itemIndexMergeInterval: 1)
             try store.write { txn in
                 for n in 1...4 {
                     let header = EventHeader(formatVersion: 1, sequence: UInt64(n), userId: "user-a", cipherId: "c\(n % 2)",
@@ -157,7 +158,8 @@ import VaultCrypto
         readOnly.environment.close()
 
         let store = try openStore(dir)
-        #expect(try store.storedFormatVersion() == 3, "upcast to the current format in one step")
+        #expect(try store.storedFormatVersion() == 4, "upcast to the current format in one step")
+        #expect(try store.read { try $0.itemIndexedThrough() } == 4, "its items were indexed with its events")
         let old = try store.envelopes(userId: "user-a")
         #expect(old.map(\.header.formatVersion) == [1, 1, 1, 1])
         #expect(try old.map { try $0.open(key: keyA) } == (1...4).map { Array("v1-\($0)".utf8) })
@@ -165,6 +167,8 @@ import VaultCrypto
         let new = try #require(try store.envelope(at: sequence))
         #expect(new.header.formatVersion == 2)
         #expect(new.header.previousMAC.map { $0[...] } == old.last?.mac)
+        #expect(try store.envelopes(userId: "user-a", cipherId: "c1").map(\.header.sequence) == [1, 3],
+                "one item's events: the index from the old writer")
         #expect(try store.verify(keys: ["user-a": keyA]).isClean)
     }
 }

@@ -5,9 +5,10 @@ import VaultCrypto
 @testable import EventLog
 import VaultLogTesting
 
-func openStore(_ dir: TemporaryDirectory, mapSize: Int? = nil, seed: UInt64 = 7) throws -> EventLogStore {
+func openStore(_ dir: TemporaryDirectory, mapSize: Int? = nil, seed: UInt64 = 7, itemIndexMergeInterval: Int? = nil) throws -> EventLogStore {
     var options = EventLogOptions()
     if let mapSize { options.environment.mapSize = mapSize }
+    if let itemIndexMergeInterval { options.itemIndexMergeInterval = itemIndexMergeInterval }
     options.random = SeededRandomSource(seed: seed)
     return try EventLogStore(path: dir.path, options: options)
 }

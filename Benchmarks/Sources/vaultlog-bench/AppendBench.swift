@@ -65,5 +65,47 @@ func runAppendBench(quick: Bool, results: Results) throws {
                                    bulk ? ["peak_anon_rss_mib": json(Double(peak - baseline) / 1_048_576),
                                            "anon_rss_after_each_round_mib": "[" + afterRounds.map(json).joined(separator: ", ") + "]"] : [:]) { a, _ in a }))
         }
+        try runItemIndexFigures(dir: dir + "/item-index", rounds: rounds, key: key, template: template, results: results)
     }
+}
+
+/// What the item index's merges cost (see `EventLogOptions.itemIndexMergeInterval`): one
+/// durable append in every `interval` brings the index up to date for the events before it,
+/// and one item's history reads the headers of the events past the index. Per round: the
+/// append that merges `interval` events of 1,000 items, the append right after it (none to
+/// merge: the baseline), and the item query with `interval - 1` events past the index and
+/// with none.
+func runItemIndexFigures(dir: String, rounds: Int, key: SealingKey, template: [NewEvent], results: Results) throws {
+    let interval = EventLogOptions().itemIndexMergeInterval
+    var options = EventLogOptions()
+    options.environment.mapSize = 1 << 30
+    let store = try EventLogStore(path: dir, options: options)
+    let user = template[0].userId, item = template[0].cipherId
+    var merging: [Double] = [], plain: [Double] = [], queryFull: [Double] = [], queryEmpty: [Double] = []
+    var found = 0
+    for _ in 0..<rounds {
+        // Up to one event before the merge.
+        let through = try store.read { try $0.itemIndexedThrough() }
+        let last = try store.read { try $0.lastSequence() }
+        var missing = Int(UInt64(interval - 1) - (last - through))
+        var batches: [[NewEvent]] = []
+        while missing > 0 {
+            batches.append(Array(template.prefix(missing)))
+            missing -= batches.last!.count
+        }
+        try store.append(batches: batches, key: key)
+        queryFull.append(try time { found = try store.read { try $0.sequences(userId: user, cipherId: item) }.count } * 1000)
+        merging.append(try time { try store.append([template[1]], key: key) } * 1000)
+        plain.append(try time { try store.append([template[2]], key: key) } * 1000)
+        queryEmpty.append(try time { found = try store.read { try $0.sequences(userId: user, cipherId: item) }.count } * 1000)
+    }
+    let extra = ["merge_interval": "\(interval)", "items": "1000", "item_events_found": "\(found)"]
+    let plainStats = Stats(values: plain)
+    results.add(Figure(group: "append", bench: "item_index_merging_append", metric: "latency", unit: "ms", value: Stats(values: merging),
+                       baseline: "append_without_merge", baselineValue: plainStats,
+                       ratio: Stats(values: merging).median / plainStats.median, extra: extra))
+    results.add(Figure(group: "append", bench: "item_history_query", metric: "latency", unit: "ms", value: Stats(values: queryFull),
+                       baseline: "query_with_index_up_to_date", baselineValue: Stats(values: queryEmpty),
+                       ratio: Stats(values: queryFull).median / Stats(values: queryEmpty).median,
+                       extra: extra.merging(["events_past_index": "\(interval - 1)"]) { a, _ in a }))
 }

@@ -1,0 +1,149 @@
+import Testing
+import Foundation
+import LMDB
+import VaultCrypto
+@testable import EventLog
+import VaultLogTesting
+
+/// An event's entry under its user and item is written in merges, after the event: one item's
+/// events are the index up to `itemIndexedThrough` and the headers after it. Whatever the
+/// appends, merges, reopens and deletions, one item's events must be exactly the events of the
+/// log with that user and item.
+@Suite struct ItemIndexTests {
+    static let users = ["user-a", "user-b", "user-c"]
+    static let items = (0..<12).map { "item-\($0)" } + [""]
+
+    /// One item's sequences after `after`, from every event's header (the oracle).
+    func expected(_ store: EventLogStore, user: String, item: String, after: UInt64) throws -> [UInt64] {
+        var out: [UInt64] = []
+        try store.read { reader in
+            try reader.forEachHeader { header in
+                if header.userId == user, header.cipherId == item, header.sequence > after { out.append(header.sequence) }
+                return true
+            }
+        }
+        return out
+    }
+
+    func checkEveryItem(_ store: EventLogStore, interval: Int, appended: Bool, random: inout SplitMix64, _ context: String) throws {
+        let last = try store.read { try $0.lastSequence() }
+        for user in Self.users {
+            for item in Self.items where !item.isEmpty {
+                let after = random.next() % 3 == 0 ? random.next() % (last + 1) : 0
+                let found = try store.read { try $0.sequences(userId: user, cipherId: item, after: after) }
+                #expect(try found == expected(store, user: user, item: item, after: after),
+                        "\(context): events of \(user)/\(item) after \(after)")
+            }
+        }
+        let through = try store.read { try $0.itemIndexedThrough() }
+        #expect(through <= last, "\(context): the mark \(through) is past the last event \(last)")
+        if appended {
+            #expect(last - through < UInt64(max(1, interval)), "\(context): \(last - through) events past the item index (interval \(interval))")
+        }
+        let report = try store.verify(keys: ["user-a": keyA, "user-b": keyB, "user-c": keyC])
+        #expect(report.isClean, "\(context): \(report.problems.prefix(3).map(\.message))")
+    }
+
+    func randomEvent(_ n: Int, random: inout SplitMix64) -> NewEvent {
+        let user = Self.users[Int(random.next() % UInt64(Self.users.count))]
+        return event(n, user: user, cipher: Self.items[Int(random.next() % UInt64(Self.items.count))])
+    }
+
+    @Test(arguments: [(1, UInt64(1)), (5, 2), (37, 3), (400, 4), (32_768, 5)])
+    func oneItemsEvents_areExactlyTheLogsEventsOfThatItem(interval: Int, seed: UInt64) throws {
+        let dir = TemporaryDirectory()
+        var random = SplitMix64(seed: seed)
+        var currentInterval = interval
+        var store = try openStore(dir, itemIndexMergeInterval: interval)
+        var n = 0
+        for step in 0..<30 {
+            let operation = random.next() % 10
+            switch operation {
+            case 0...3:
+                n += 1
+                let e = randomEvent(n, random: &random)
+                try store.append(e, key: key(of: e.userId))
+            case 4...6:
+                let user = Self.users[Int(random.next() % 3)]
+                let events = (0..<Int(random.next() % 90)).map { _ -> NewEvent in
+                    n += 1
+                    var e = randomEvent(n, random: &random)
+                    e.userId = user
+                    return e
+                }
+                try store.append(events, key: key(of: user))
+            case 7:
+                // A bulk load of one user's batches.
+                let user = Self.users[Int(random.next() % 3)]
+                let batches = (0..<3).map { _ in
+                    (0..<Int(random.next() % 60)).map { _ -> NewEvent in
+                        n += 1
+                        var e = randomEvent(n, random: &random)
+                        e.userId = user
+                        return e
+                    }
+                }
+                try store.append(batches: batches, key: key(of: user))
+            case 8:
+                // Reopened, perhaps with another interval: the mark stays where it was.
+                store.environment.close()
+                currentInterval = [1, 3, interval, 10_000][Int(random.next() % 4)]
+                store = try openStore(dir, itemIndexMergeInterval: currentInterval)
+            default:
+                if random.next() % 4 == 0 { _ = try store.deleteUser(Self.users[Int(random.next() % 3)]) }
+            }
+            try checkEveryItem(store, interval: currentInterval, appended: operation < 8, random: &random, "seed \(seed) step \(step)")
+        }
+    }
+
+    func key(of user: String) -> SealingKey { ["user-a": keyA, "user-b": keyB, "user-c": keyC][user]! }
+
+    /// `vaultlog import` copies envelopes with `appendSealed`: the copy's item index is merged
+    /// like an append's, and one item's events in the copy are those of the original.
+    @Test func sealedCopies_areMergedLikeAppends() throws {
+        let source = TemporaryDirectory(), copy = TemporaryDirectory()
+        let original = try openStore(source)
+        var random = SplitMix64(seed: 9)
+        try original.append((1...300).map { n -> NewEvent in
+            var e = randomEvent(n, random: &random)
+            e.userId = "user-a"
+            return e
+        }, key: keyA)
+        let target = try openStore(copy, itemIndexMergeInterval: 64)
+        try target.write { txn in
+            for envelope in try original.envelopes(in: 1...300) { try txn.appendSealed(envelope) }
+            let head = try original.environment.read { try $0.get(original.heads!, key: IndexKey.checkpointPrefix("user-a")) }
+            try txn.putSealedHead(userId: "user-a", bytes: try #require(head))
+        }
+        #expect(try target.read { try $0.itemIndexedThrough() } > 0, "merged during the copy")
+        for item in Self.items where !item.isEmpty {
+            #expect(try target.envelopes(userId: "user-a", cipherId: item).map(\.bytes)
+                    == original.envelopes(userId: "user-a", cipherId: item).map(\.bytes), "\(item)")
+        }
+        let report = try target.verify(keys: ["user-a": keyA])
+        #expect(report.isClean, "\(report.problems.prefix(3).map(\.message))")
+    }
+
+    /// A mark that is not 8 bytes refuses the open with an error naming it, before anything is
+    /// changed.
+    @Test func aBrokenMark_refusesTheOpenAndChangesNothing() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let store = try openStore(dir)
+            try store.append((1...20).map { event($0) }, key: keyA)
+            try store.environment.write { try $0.put(store.meta, key: LogReader.itemIndexedThroughKey, value: [1, 2, 3]) }
+            store.environment.close()
+        }
+        #expect {
+            _ = try openStore(dir)
+        } throws: { error in
+            "\(error)".contains("item index mark of 3 bytes")
+        }
+        let raw = try Environment(path: dir.path)
+        defer { raw.close() }
+        let meta = try raw.openExistingDatabases(["meta"])[0]
+        #expect(try raw.read { try $0.get(meta, key: LogReader.itemIndexedThroughKey) } == [1, 2, 3], "left as it was")
+    }
+}
+
+let keyC = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 300)))
