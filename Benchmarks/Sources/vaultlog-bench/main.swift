@@ -118,7 +118,7 @@ case "resolver":
 default:
     FileHandle.standardError.write(Data("""
         usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
-               vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--append-only] [--calls]
+               vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--append-only] [--calls]
                vaultlog-bench breakdown [--events N]
                vaultlog-bench profile-fold DIR [--events N] [--headers] [--rounds R]
                vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
