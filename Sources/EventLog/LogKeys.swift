@@ -149,6 +149,57 @@ struct BatchIndexEntries: Sendable {
     }
 }
 
+/// The distinct (user, item) key prefixes of a merge, each numbered by first appearance. An
+/// open-addressing table over the ids' bytes: a merge looks up tens of thousands of events,
+/// and a dictionary keyed by each one's prefix built as an array spent most of the merge
+/// allocating and hashing those arrays.
+struct ItemPrefixTable {
+    /// Prefix of group `g` (``IndexKey/cipherPrefix(user:cipher:)``).
+    private(set) var prefixes: [[UInt8]] = []
+    /// `(hash, group + 1)` per slot, 0 for empty; the count is a power of two.
+    private var slots = [(Int, Int32)](repeating: (0, 0), count: 64)
+
+    mutating func group(user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> Int32 {
+        var hasher = Hasher()
+        hasher.combine(bytes: user)
+        hasher.combine(user.count)
+        hasher.combine(bytes: cipher)
+        let hash = hasher.finalize()
+        let mask = slots.count - 1
+        var slot = hash & mask
+        while slots[slot].1 != 0 {
+            let group = slots[slot].1 - 1
+            if slots[slot].0 == hash, Self.matches(prefixes[Int(group)], user: user, cipher: cipher) { return group }
+            slot = (slot + 1) & mask
+        }
+        let group = Int32(prefixes.count)
+        prefixes.append(IndexKey.cipherPrefix(user: user, cipher: cipher))
+        slots[slot] = (hash, group + 1)
+        if 2 * prefixes.count > slots.count { grow() }
+        return group
+    }
+
+    private static func matches(_ prefix: [UInt8], user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> Bool {
+        guard prefix.count == 3 + user.count + cipher.count else { return false }
+        return prefix.withUnsafeBytes { p in
+            Int(p[1]) == user.count && Int(p[2 + user.count]) == cipher.count
+                && (user.count == 0 || memcmp(p.baseAddress! + 2, user.baseAddress!, user.count) == 0)
+                && (cipher.count == 0 || memcmp(p.baseAddress! + 3 + user.count, cipher.baseAddress!, cipher.count) == 0)
+        }
+    }
+
+    private mutating func grow() {
+        let old = slots
+        slots = [(Int, Int32)](repeating: (0, 0), count: 2 * old.count)
+        let mask = slots.count - 1
+        for entry in old where entry.1 != 0 {
+            var slot = entry.0 & mask
+            while slots[slot].1 != 0 { slot = (slot + 1) & mask }
+            slots[slot] = entry
+        }
+    }
+}
+
 /// Keys of the `index` and `checkpoints` databases. Ids are length-prefixed, so one id can
 /// never be a prefix of another's keys.
 enum IndexKey {

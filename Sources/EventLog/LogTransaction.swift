@@ -106,23 +106,14 @@ public struct LogTransaction {
 
     /// Puts the item index entries of the events in `after + 1 ... last` and moves the mark to `last`.
     func mergeItemIndex(after: UInt64, through last: UInt64) throws {
-        var groupOfPrefix: [[UInt8]: Int32] = [:]
-        var prefixes: [[UInt8]] = [], groups: [Int32] = [], sequences: [UInt64] = []
+        var table = ItemPrefixTable()
+        var groups: [Int32] = [], sequences: [UInt64] = []
         try reader.forEachUnindexedItemEvent(after: after) { sequence, user, cipher in
             guard sequence <= last else { return }
-            let prefix = IndexKey.cipherPrefix(user: user, cipher: cipher)
-            let group: Int32
-            if let known = groupOfPrefix[prefix] {
-                group = known
-            } else {
-                group = Int32(prefixes.count)
-                prefixes.append(prefix)
-                groupOfPrefix[prefix] = group
-            }
-            groups.append(group)
+            groups.append(table.group(user: user, cipher: cipher))
             sequences.append(sequence)
         }
-        try putIndexEntries(GroupedIndexEntries(prefixes: prefixes, groups: groups, values: sequences), adding: 0)
+        try putIndexEntries(GroupedIndexEntries(prefixes: table.prefixes, groups: groups, values: sequences), adding: 0)
         try transaction.put(store.meta, key: LogReader.itemIndexedThroughKey, value: sequenceKey(last))
     }
 

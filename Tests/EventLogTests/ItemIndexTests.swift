@@ -124,6 +124,30 @@ import VaultLogTesting
         #expect(report.isClean, "\(report.problems.prefix(3).map(\.message))")
     }
 
+    /// The merge numbers each (user, item) once, however many of its events it meets, and
+    /// tells apart ids that share bytes (a user id that is another's prefix, the same item id
+    /// under two users, empty ids).
+    @Test func mergeGroups_oneNumberPerUserAndItem() {
+        var table = ItemPrefixTable()
+        let users = ["u", "u1", "u12", "", "user-" + String(repeating: "x", count: 90)]
+        let items = (0..<2_000).map { "item-\($0)" } + ["", "u1"]
+        var numbers: [String: Int32] = [:]
+        for round in 0..<3 {
+            for (i, item) in items.enumerated() {
+                let user = users[(i + round) % users.count]
+                let group = Array(user.utf8).withUnsafeBytes { u in Array(item.utf8).withUnsafeBytes { c in table.group(user: u, cipher: c) } }
+                let name = user + "|" + item
+                if let known = numbers[name] { #expect(group == known, "\(name)") } else { numbers[name] = group }
+            }
+        }
+        #expect(Set(numbers.values).count == numbers.count, "distinct pairs get distinct numbers")
+        #expect(table.prefixes.count == numbers.count)
+        for (name, group) in numbers {
+            let parts = name.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+            #expect(table.prefixes[Int(group)] == IndexKey.cipherPrefix(parts[0], parts[1]), "\(name)")
+        }
+    }
+
     /// A mark that is not 8 bytes refuses the open with an error naming it, before anything is
     /// changed.
     @Test func aBrokenMark_refusesTheOpenAndChangesNothing() throws {

@@ -5,7 +5,7 @@ import OfflineSync
 import VaultModel
 import VaultCrypto
 
-/// `vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--calls] [--append-only]`:
+/// `vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--merge-interval N] [--calls] [--append-only]`:
 /// sealed batched append and sequential read + open throughput of the event log, on a real
 /// synced LMDB store in a temp dir. A batch's events go round-robin over 10 users and `--items`
 /// items (default 1,000, as in the suite's append group).
@@ -19,6 +19,7 @@ func runLogBench(arguments: [String]) throws {
 
     var options = EventLogOptions()
     options.environment.mapSize = 1 << 30
+    options.itemIndexMergeInterval = intOption("--merge-interval", in: arguments, default: options.itemIndexMergeInterval)
     let store = try EventLogStore(path: dir, options: options)
     let key = SealingKey(userKey: SymmetricCryptoKey.generate())
     // A body the size of a typical encrypted login snapshot.
@@ -44,7 +45,7 @@ func runLogBench(arguments: [String]) throws {
     let writtenPerEvent = Double(bytesWritten() - writtenBefore) / Double(total)
 
     if arguments.contains("--append-only") {
-        print("{\"bench\": \"sealed_batched_append\", \"metric\": \"throughput\", \"unit\": \"events/s\", \"value\": \(Int(Double(total) / appendSeconds)), \"items\": \(items), \"bytes_written_per_event\": \(Int(writtenPerEvent))}")
+        print("{\"bench\": \"sealed_batched_append\", \"metric\": \"throughput\", \"unit\": \"events/s\", \"value\": \(Int(Double(total) / appendSeconds)), \"items\": \(items), \"merge_interval\": \(options.itemIndexMergeInterval), \"bytes_written_per_event\": \(Int(writtenPerEvent))}")
         return
     }
     let readStart = ContinuousClock.now
@@ -118,7 +119,7 @@ case "resolver":
 default:
     FileHandle.standardError.write(Data("""
         usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
-               vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--append-only] [--calls]
+               vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--merge-interval N] [--append-only] [--calls]
                vaultlog-bench breakdown [--events N]
                vaultlog-bench profile-fold DIR [--events N] [--headers] [--rounds R]
                vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
