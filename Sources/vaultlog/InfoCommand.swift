@@ -74,6 +74,8 @@ struct StoreInfo: Encodable {
     var storeFormatVersion: Int
     var eventCount: Int
     var lastSequence: UInt64
+    /// How far the item index goes (nil: a store of format 3 or older, every event indexed).
+    var itemIndexedThrough: UInt64?
     var users: [User]
 
     init(store: VaultLogStore) throws {
@@ -92,6 +94,8 @@ struct StoreInfo: Encodable {
         storeFormatVersion = try store.log.storedFormatVersion()
         eventCount = try store.log.eventCount()
         lastSequence = try store.log.lastSequence()
+        let mark = try store.log.read { try $0.itemIndexedThrough() }
+        itemIndexedThrough = mark == .max ? nil : mark
         let accounts = try store.storedAccounts()
         users = try StoreAccess.userIds(store).map { userId in
             try store.log.read { reader in
@@ -113,6 +117,10 @@ struct StoreInfo: Encodable {
             ["size on disk", "\(Format.bytes(sizeOnDisk)) (\(fileText))"],
             ["map", "\(Format.bytes(mapSize)), \(Format.bytes(mapUsedBytes)) used (\(Format.decimal(percent))%), page \(pageSize) B"],
             ["events", "\(eventCount), last sequence \(lastSequence)"],
+            ["item index", itemIndexedThrough.map { mark in
+                mark >= lastSequence ? "up to date (seq \(mark))"
+                    : "up to seq \(mark); one item's later events are found by their headers (merged every \(EventLogOptions().itemIndexMergeInterval) events)"
+            } ?? "every event (written before store format 4)"],
             ["users", "\(users.count)"],
         ]) { Console.out(line) }
         for user in users {
