@@ -18,8 +18,9 @@ import VaultCrypto
 ///
 /// Databases: `events` (big-endian `UInt64` sequence → envelope, appended with `MDB_APPEND`),
 /// `index` (user → sequences, user+cipher → sequences, the latter up to
-/// `meta["itemIndexedThrough"]`), `checkpoints` (sealed projections), `meta` (format version). The domain adds its own databases with ``openDatabase(_:)`` and
-/// writes them together with events in one transaction through ``write(_:)``.
+/// `meta["itemIndexedThrough"]`), `checkpoints` (sealed projections), `meta` (format version).
+/// The domain adds its own databases with ``openDatabase(_:)`` and writes them together with
+/// events in one transaction through ``write(_:)``.
 ///
 /// The log is append-only with two documented exceptions: ``deleteUser(_:)`` (logout) removes
 /// everything of one user, and ``LogTransaction/compact(userId:through:payload:state:items:key:)``
@@ -85,8 +86,9 @@ public final class EventLogStore: Sendable {
         let environment = environment
         do {
             if writable {
-                // Creates the store's marker, or upcasts a format 1 store: the marker and the
-                // `heads` database change together; no event is rewritten.
+                // Creates the store's marker, or upcasts an older store: the marker, the `heads`
+                // and `snapshots` databases and the item index mark change together; no event
+                // is rewritten.
                 let metaDatabase = meta, eventsDatabase = events
                 (heads, snapshots) = try environment.write { txn in
                     let heads = try txn.openDatabase("heads", create: true)

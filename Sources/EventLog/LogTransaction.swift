@@ -139,8 +139,9 @@ public struct LogTransaction {
     }
 
     /// Appends an envelope sealed elsewhere, byte for byte, at its own header's sequence, with
-    /// its user index entry, its item's when the merge is due (`vaultlog import` of an export). The sequence must be after the
-    /// last one; the bytes are not re-sealed, so they still verify under the original user key.
+    /// its user index entry, and merges the item index when it is due (`vaultlog import` of an
+    /// export). The sequence must be after the last one; the bytes are not re-sealed, so they
+    /// still verify under the original user key.
     public func appendSealed(_ envelope: Envelope) throws {
         let sequence = envelope.header.sequence
         let last = try lastSequence()
