@@ -119,7 +119,7 @@ struct StoreInfo: Encodable {
             ["events", "\(eventCount), last sequence \(lastSequence)"],
             ["item index", itemIndexedThrough.map { mark in
                 mark >= lastSequence ? "up to date (seq \(mark))"
-                    : "up to seq \(mark); one item's later events are found by their headers (merged every \(EventLogOptions().itemIndexMergeInterval) events)"
+                    : "up to seq \(mark); one item's later events are found by their headers (by default an append merges them every \(EventLogOptions().itemIndexMergeInterval) events)"
             } ?? "every event (written before store format 4)"],
             ["users", "\(users.count)"],
         ]) { Console.out(line) }
