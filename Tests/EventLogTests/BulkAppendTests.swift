@@ -13,7 +13,7 @@ import VaultLogTesting
     func contents(_ store: EventLogStore) throws -> [String: [[UInt8]]] {
         try store.environment.read { txn in
             var out: [String: [[UInt8]]] = [:]
-            for (name, db) in [("events", store.events), ("index", store.index), ("heads", store.heads!)] {
+            for (name, db) in [("events", store.events), ("index", store.index), ("heads", store.heads!), ("meta", store.meta)] {
                 try txn.scan(db) { key, value in
                     out[name, default: []].append(Array(key) + [0xFF] + Array(value))
                     return true
@@ -41,11 +41,13 @@ import VaultLogTesting
         }
     }
 
+    /// With seed 3 the item index is merged every 1,000 events, inside the load.
     @Test(arguments: [1, 2, 3] as [UInt64])
     func bulkLoad_isByteForByte_theSameAsOneAppendPerBatch(seed: UInt64) throws {
         let history = (0..<5).map { event($0, user: "user-b") }
         let oneByOne = TemporaryDirectory(), bulk = TemporaryDirectory()
-        let reference = try openStore(oneByOne, seed: seed)
+        let interval = seed == 3 ? 1_000 : nil
+        let reference = try openStore(oneByOne, seed: seed, itemIndexMergeInterval: interval)
         try reference.append(history, key: keyA)
         var expected: [Range<UInt64>] = []
         for batch in batches(seed: seed) {
@@ -54,7 +56,7 @@ import VaultLogTesting
             expected.append(sequences.first.map { $0..<last + 1 } ?? last + 1..<last + 1)
         }
 
-        let store = try openStore(bulk, seed: seed)
+        let store = try openStore(bulk, seed: seed, itemIndexMergeInterval: interval)
         try store.append(history, key: keyA)
         var reported: [(Int, Range<UInt64>)] = []
         let ranges = try store.append(batches: batches(seed: seed), key: keyA) { reported.append(($0, $1)) }
@@ -62,6 +64,7 @@ import VaultLogTesting
         #expect(reported.map(\.0) == Array(expected.indices))
         #expect(reported.map(\.1) == expected)
         #expect(try contents(store) == contents(reference))
+        if interval != nil { #expect(try store.read { try $0.itemIndexedThrough() } > 0, "merged during the load") }
         let report = try store.verify(keys: Dictionary(uniqueKeysWithValues: try store.read { try $0.userIds() }.map { ($0, keyA) }))
         #expect(report.isClean, "\(report.problems.prefix(3))")
         #expect(report.eventsAuthenticated == (try store.eventCount()))
