@@ -97,7 +97,7 @@ public final class EventLogStore: Sendable {
                         try txn.put(metaDatabase, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)])
                         // Before format 4 every event's item entry was written with the event.
                         let indexed = try txn.withCursor(eventsDatabase) { cursor in
-                            try cursor.last().map { $0.key.count == 8 ? readBE($0.key, at: 0, as: UInt64.self) : 0 } ?? 0
+                            try cursor.last().flatMap { try? LogReader.sequence(ofKey: $0.key) } ?? 0
                         }
                         try txn.put(metaDatabase, key: LogReader.itemIndexedThroughKey, value: sequenceKey(stored == nil ? 0 : indexed))
                     }
@@ -117,13 +117,16 @@ public final class EventLogStore: Sendable {
 
     /// The stored format (nil for a new store), refusing a corrupt or newer one before anything is changed.
     private static func checkFormat(_ environment: Environment, _ meta: Database) throws -> Int? {
-        guard let stored = try environment.read({ try $0.get(meta, key: Array("format".utf8)) }) else { return nil }
+        let (marker, mark) = try environment.read { txn in
+            (try txn.get(meta, key: Array("format".utf8)), try txn.get(meta, key: LogReader.itemIndexedThroughKey))
+        }
+        guard let stored = marker else { return nil }
         guard stored.count == 1 else { throw EventLogError.corruptMetadata("format marker of \(stored.count) bytes") }
         guard stored[0] >= 1 else { throw EventLogError.corruptMetadata("format marker 0") }
         guard Int(stored[0]) <= storeFormatVersion else {
             throw EventLogError.newerStoreFormat(found: Int(stored[0]), supported: storeFormatVersion)
         }
-        if let mark = try environment.read({ try $0.get(meta, key: LogReader.itemIndexedThroughKey) }), mark.count != 8 {
+        if let mark, mark.count != 8 {
             throw EventLogError.corruptMetadata("item index mark of \(mark.count) bytes (expected 8)")
         }
         return Int(stored[0])

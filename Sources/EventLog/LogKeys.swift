@@ -140,12 +140,13 @@ struct BatchIndexEntries: Sendable {
     /// The position of each user's (by slot) last event in the batch.
     let lastEventOfUser: [Int]
 
-    init(_ batch: [NewEvent], users: UserSlots) {
+    /// `users`: the batch's users and each event's slot among them.
+    init(users: UserSlots) {
         var lastEventOfUser = [Int](repeating: 0, count: users.ids.count)
         for (i, slot) in users.slots.enumerated() { lastEventOfUser[slot] = i }
         self.lastEventOfUser = lastEventOfUser
         entries = GroupedIndexEntries(prefixes: users.ids.map(IndexKey.userPrefix), groups: users.slots.map { Int32($0) },
-                                      values: batch.indices.map { UInt64($0) })
+                                      values: users.slots.indices.map { UInt64($0) })
     }
 }
 

@@ -130,7 +130,7 @@ final class SealedBatch: @unchecked Sendable {
         for (slot, offset) in lastMAC.enumerated() where offset >= 0 {
             chains[users.ids[slot]] = Array(UnsafeRawBufferPointer(rebasing: out[offset..<offset + macBytes]))
         }
-        indexEntries = BatchIndexEntries(events, users: users)
+        indexEntries = BatchIndexEntries(users: users)
     }
 
     deinit {

@@ -60,7 +60,7 @@ extension Simulation {
         return violations
     }
 
-    /// Invariant 6, item histories: one item's events (the item index, merged every few events,
+    /// Invariant 8, item histories: one item's events (the item index, merged every few events,
     /// then the headers after it) are exactly the log's events of that user and item.
     static func itemHistoryViolations(_ log: EventLogStore) throws -> [String] {
         struct Item: Hashable { let user: String, cipher: String }
@@ -74,7 +74,7 @@ extension Simulation {
         return try expected.compactMap { item, sequences in
             let found = try log.read { try $0.sequences(userId: item.user, cipherId: item.cipher) }
             return found == sequences ? nil
-                : "invariant 6: item \(item.cipher) of user \(item.user) lists events \(found), the log holds \(sequences)"
+                : "invariant 8: item \(item.cipher) of user \(item.user) lists events \(found), the log holds \(sequences)"
         }.sorted()
     }
 }
