@@ -35,7 +35,10 @@ public final class EventLogStore: Sendable {
     /// and `meta["itemIndexedThrough"]` says how far it goes; an older build would miss the
     /// events after it in one item's history. A format 3 store is upcast with the mark at its
     /// last sequence (its writer indexed every event's item with the event).
-    public static let storeFormatVersion = 4
+    /// 5: a merge's item entries go under its generation (``IndexKey/itemTag``), appended at
+    /// the index's end; an older build would not see them. The entries of a format 1–4 store
+    /// stay as they are and are still read; its mark too.
+    public static let storeFormatVersion = 5
 
     /// The LMDB environment.
     public let environment: Environment
@@ -95,6 +98,8 @@ public final class EventLogStore: Sendable {
                     let snapshots = try txn.openDatabase("snapshots", create: true)
                     if stored != Self.storeFormatVersion {
                         try txn.put(metaDatabase, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)])
+                    }
+                    if stored == nil || stored! < 4 {
                         // Before format 4 every event's item entry was written with the event.
                         let indexed = try txn.withCursor(eventsDatabase) { cursor in
                             try cursor.last().flatMap { try? LogReader.sequence(ofKey: $0.key) } ?? 0

@@ -155,10 +155,14 @@ struct BatchIndexEntries: Sendable {
 /// and a dictionary keyed by each one's prefix built as an array spent most of the merge
 /// allocating and hashing those arrays.
 struct ItemPrefixTable {
-    /// Prefix of group `g` (``IndexKey/cipherPrefix(user:cipher:)``).
+    /// What every prefix starts with (``IndexKey/generationPrefix(_:)`` of the merge).
+    let head: [UInt8]
+    /// Prefix of group `g`: `head` then the user and cipher ids (``IndexKey/itemPrefix(head:user:cipher:)``).
     private(set) var prefixes: [[UInt8]] = []
     /// `(hash, group + 1)` per slot, 0 for empty; the count is a power of two.
     private var slots = [(Int, Int32)](repeating: (0, 0), count: 64)
+
+    init(head: [UInt8]) { self.head = head }
 
     mutating func group(user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> Int32 {
         var hasher = Hasher()
@@ -170,22 +174,23 @@ struct ItemPrefixTable {
         var slot = hash & mask
         while slots[slot].1 != 0 {
             let group = slots[slot].1 - 1
-            if slots[slot].0 == hash, Self.matches(prefixes[Int(group)], user: user, cipher: cipher) { return group }
+            if slots[slot].0 == hash, Self.matches(prefixes[Int(group)], after: head.count, user: user, cipher: cipher) { return group }
             slot = (slot + 1) & mask
         }
         let group = Int32(prefixes.count)
-        prefixes.append(IndexKey.cipherPrefix(user: user, cipher: cipher))
+        prefixes.append(IndexKey.itemPrefix(head: head, user: user, cipher: cipher))
         slots[slot] = (hash, group + 1)
         if 2 * prefixes.count > slots.count { grow() }
         return group
     }
 
-    private static func matches(_ prefix: [UInt8], user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> Bool {
-        guard prefix.count == 3 + user.count + cipher.count else { return false }
+    /// Whether `prefix` names `user` and `cipher` after its first `h` bytes.
+    private static func matches(_ prefix: [UInt8], after h: Int, user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> Bool {
+        guard prefix.count == h + 2 + user.count + cipher.count else { return false }
         return prefix.withUnsafeBytes { p in
-            Int(p[1]) == user.count && Int(p[2 + user.count]) == cipher.count
-                && (user.count == 0 || memcmp(p.baseAddress! + 2, user.baseAddress!, user.count) == 0)
-                && (cipher.count == 0 || memcmp(p.baseAddress! + 3 + user.count, cipher.baseAddress!, cipher.count) == 0)
+            Int(p[h]) == user.count && Int(p[h + 1 + user.count]) == cipher.count
+                && (user.count == 0 || memcmp(p.baseAddress! + h + 1, user.baseAddress!, user.count) == 0)
+                && (cipher.count == 0 || memcmp(p.baseAddress! + h + 2 + user.count, cipher.baseAddress!, cipher.count) == 0)
         }
     }
 
@@ -226,14 +231,50 @@ enum IndexKey {
         return cipherUserPrefix(user) + [UInt8(truncatingIfNeeded: c.count)] + c
     }
 
-    /// ``cipherPrefix(_:_:)`` of a user and cipher id given as UTF-8 bytes.
-    static func cipherPrefix(user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> [UInt8] {
-        var out = [cipherTag, UInt8(truncatingIfNeeded: user.count)]
-        out.reserveCapacity(3 + user.count + cipher.count)
+    /// Item entries written by merges (store format 5): `0x03 ‖ generation(8, BE) ‖ userLength
+    /// ‖ user ‖ cipherLength ‖ cipher ‖ sequence(8, BE)`. A merge's generation is the first
+    /// sequence it covers, so each merge's entries sort after every earlier one's and are
+    /// appended at the end of the index (a merge by (user, item) first touched a leaf per item).
+    /// The `0x02` entries without a generation are those of format 1–4 stores, still read.
+    static let itemTag: UInt8 = 0x03
+
+    /// `0x03 ‖ generation`: what every entry of one merge starts with.
+    static func generationPrefix(_ generation: UInt64) -> [UInt8] { [itemTag] + sequenceKey(generation) }
+
+    /// `head` (``generationPrefix(_:)``) then the user and cipher ids, length-prefixed.
+    static func itemPrefix(head: [UInt8], user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> [UInt8] {
+        var out = head
+        out.reserveCapacity(head.count + 2 + user.count + cipher.count)
+        out.append(UInt8(truncatingIfNeeded: user.count))
         out.append(contentsOf: user)
         out.append(UInt8(truncatingIfNeeded: cipher.count))
         out.append(contentsOf: cipher)
         return out
+    }
+
+    /// ``itemPrefix(head:user:cipher:)`` of string ids.
+    static func itemPrefix(_ generation: UInt64, _ user: String, _ cipher: String) -> [UInt8] {
+        Array(user.utf8).withUnsafeBytes { u in
+            Array(cipher.utf8).withUnsafeBytes { c in itemPrefix(head: generationPrefix(generation), user: u, cipher: c) }
+        }
+    }
+
+    /// A merge's entry for one event.
+    static func item(_ generation: UInt64, _ user: String, _ cipher: String, _ sequence: UInt64) -> [UInt8] {
+        itemPrefix(generation, user, cipher) + sequenceKey(sequence)
+    }
+
+    /// The merge generation that holds the entry of event `sequence`: the last of `generations`
+    /// (in order) at or before it, nil when none is. Generations are the first sequence of
+    /// each merge and merges cover disjoint ranges in order, so this is the merge that covered
+    /// the event (``LogReader/itemGenerations()``).
+    static func generation(of sequence: UInt64, in generations: [UInt64]) -> UInt64? {
+        var low = 0, high = generations.count   // first index whose generation is after `sequence`
+        while low < high {
+            let mid = (low + high) / 2
+            if generations[mid] <= sequence { low = mid + 1 } else { high = mid }
+        }
+        return low == 0 ? nil : generations[low - 1]
     }
 
     static func cipher(_ user: String, _ cipher: String, _ sequence: UInt64) -> [UInt8] {

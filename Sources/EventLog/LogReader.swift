@@ -103,23 +103,52 @@ public struct LogReader {
     }
 
     /// Sequences of a user's events (or of one cipher's), in order, after `after`. One cipher's
-    /// come from the item index up to ``itemIndexedThrough()`` and from the headers of the
-    /// events after it.
+    /// come from the item index up to ``itemIndexedThrough()`` (the entries of a format 1–4
+    /// store, then each merge's, one seek per merge) and from the headers of the events after it.
     public func sequences(userId: String, cipherId: String?, after: UInt64 = 0) throws -> [UInt64] {
         guard after < .max else { return [] }
-        let prefix = cipherId.map { IndexKey.cipherPrefix(userId, $0) } ?? IndexKey.userPrefix(userId)
-        let indexedThrough = cipherId == nil ? UInt64.max : try itemIndexedThrough()
+        guard let cipherId else {
+            var out: [UInt64] = []
+            try collect(under: IndexKey.userPrefix(userId), after: after, through: .max, into: &out)
+            return out
+        }
+        let indexedThrough = try itemIndexedThrough()
         var out: [UInt64] = []
+        try collect(under: IndexKey.cipherPrefix(userId, cipherId), after: after, through: indexedThrough, into: &out)
+        for generation in try itemGenerations() {
+            try collect(under: IndexKey.itemPrefix(generation, userId, cipherId), after: after, through: indexedThrough, into: &out)
+        }
+        if indexedThrough < .max {
+            try forEachUnindexedItemEvent(after: Swift.max(after, indexedThrough)) { sequence, user, cipher in
+                if cipher.elementsEqual(cipherId.utf8), user.elementsEqual(userId.utf8) { out.append(sequence) }
+            }
+        }
+        return out
+    }
+
+    /// Appends the sequences of the index entries `prefix ‖ sequence` in `after + 1 ... through`.
+    private func collect(under prefix: [UInt8], after: UInt64, through: UInt64, into out: inout [UInt64]) throws {
         try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
             guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
             let sequence = readBE(key, at: prefix.count, as: UInt64.self)
-            guard sequence <= indexedThrough else { return false }
+            guard sequence <= through else { return false }
             out.append(sequence)
             return true
         }
-        if let cipherId, indexedThrough < .max {
-            try forEachUnindexedItemEvent(after: Swift.max(after, indexedThrough)) { sequence, user, cipher in
-                if cipher.elementsEqual(cipherId.utf8), user.elementsEqual(userId.utf8) { out.append(sequence) }
+    }
+
+    /// The generations of the item index's merges that have entries, in order (see
+    /// ``IndexKey/itemTag``): one seek per merge.
+    func itemGenerations() throws -> [UInt64] {
+        var out: [UInt64] = []
+        try transaction.withCursor(store.index) { cursor in
+            var next: UInt64 = 0
+            while let entry = try cursor.seek(atOrAfter: IndexKey.generationPrefix(next)),
+                  entry.key.count >= 9, entry.key[0] == IndexKey.itemTag {
+                let generation = readBE(entry.key, at: 1, as: UInt64.self)
+                out.append(generation)
+                guard generation < .max else { break }
+                next = generation + 1
             }
         }
         return out

@@ -83,19 +83,22 @@ public struct LogTransaction {
         return sequences
     }
 
-    private func putIndexEntries(_ entries: GroupedIndexEntries, adding offset: UInt64) throws {
+    /// Puts `entries` (in key order); with `append`, each at the end of the index (every key
+    /// must sort after the index's last: LMDB then fills each page instead of splitting it in half).
+    private func putIndexEntries(_ entries: GroupedIndexEntries, adding offset: UInt64, append: Bool = false) throws {
         try transaction.withCursor(store.index) { cursor in
             try entries.forEachKey(adding: offset) { key in
-                try cursor.put(key: key, value: UnsafeRawBufferPointer(start: nil, count: 0))
+                try cursor.put(key: key, value: UnsafeRawBufferPointer(start: nil, count: 0), flags: append ? .append : [])
             }
         }
     }
 
     /// Brings the item index up to date when ``EventLogOptions/itemIndexMergeInterval`` events
     /// or more are past ``LogReader/itemIndexedThrough()``: each event after the mark gets its
-    /// entry under its user and item, in key order, and the mark moves to the last sequence.
-    /// Part of the append's transaction, so the entries and the mark commit with it.
-    /// `last`: the log's last sequence when the caller knows it (the event it just put).
+    /// entry under the merge's generation, its user and its item, in key order, and the mark
+    /// moves to the last sequence. Part of the append's transaction, so the entries and the
+    /// mark commit with it. `last`: the log's last sequence when the caller knows it (the event
+    /// it just put).
     func mergeItemIndexIfDue(last knownLast: UInt64? = nil) throws {
         let reader = reader
         let indexedThrough = try reader.itemIndexedThrough()
@@ -104,16 +107,24 @@ public struct LogTransaction {
         try mergeItemIndex(after: indexedThrough, through: last)
     }
 
-    /// Puts the item index entries of the events in `after + 1 ... last` and moves the mark to `last`.
+    /// Puts the item index entries of the events in `after + 1 ... last` under generation
+    /// `after + 1` (see ``IndexKey/itemTag``) and moves the mark to `last`.
     func mergeItemIndex(after: UInt64, through last: UInt64) throws {
-        var table = ItemPrefixTable()
+        let head = IndexKey.generationPrefix(after + 1)
+        var table = ItemPrefixTable(head: head)
         var groups: [Int32] = [], sequences: [UInt64] = []
         try reader.forEachUnindexedItemEvent(after: after) { sequence, user, cipher in
             guard sequence <= last else { return }
             groups.append(table.group(user: user, cipher: cipher))
             sequences.append(sequence)
         }
-        try putIndexEntries(GroupedIndexEntries(prefixes: table.prefixes, groups: groups, values: sequences), adding: 0)
+        // The generation is past every earlier merge's (a logout that brought the mark back
+        // removed the entries after it), so the entries go at the index's end; checked, as a
+        // damaged index could hold a later key, and then they are put in place.
+        let atEnd = try transaction.withCursor(store.index) { cursor in
+            try cursor.last().map { $0.key.lexicographicallyPrecedes(head) } ?? true
+        }
+        try putIndexEntries(GroupedIndexEntries(prefixes: table.prefixes, groups: groups, values: sequences), adding: 0, append: atEnd)
         try transaction.put(store.meta, key: LogReader.itemIndexedThroughKey, value: sequenceKey(last))
     }
 
@@ -162,9 +173,11 @@ public struct LogTransaction {
     public func deleteUser(_ userId: String) throws -> Int {
         let sequences = try reader.sequences(userId: userId, cipherId: nil)
         for sequence in sequences { try transaction.delete(store.events, key: sequenceKey(sequence)) }
-        for prefix in [IndexKey.userPrefix(userId), IndexKey.cipherUserPrefix(userId)] {
-            try deleteAll(in: store.index, withPrefix: prefix)
+        var prefixes = [IndexKey.userPrefix(userId), IndexKey.cipherUserPrefix(userId)]
+        for generation in try reader.itemGenerations() {
+            prefixes.append(IndexKey.generationPrefix(generation) + IndexKey.checkpointPrefix(userId))
         }
+        for prefix in prefixes { try deleteAll(in: store.index, withPrefix: prefix) }
         try deleteAll(in: store.checkpoints, withPrefix: IndexKey.checkpointPrefix(userId))
         if let heads = store.heads { try transaction.delete(heads, key: IndexKey.checkpointPrefix(userId)) }
         if let snapshots = store.snapshots {

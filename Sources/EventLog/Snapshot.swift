@@ -253,10 +253,17 @@ extension LogTransaction {
             removed.append((sequence, cipher))
             return true
         }
+        // An item entry is a merge's (under the generation that covered it) or, from a format
+        // 1–4 store, one without a generation.
+        let generations = try reader.itemGenerations()
         for (sequence, cipher) in removed {
             if try transaction.delete(store.events, key: sequenceKey(sequence)) { counts.removedEvents += 1 }
             if try transaction.delete(store.index, key: IndexKey.user(userId, sequence)) { counts.removedIndexEntries += 1 }
-            if !cipher.isEmpty, try transaction.delete(store.index, key: IndexKey.cipher(userId, cipher, sequence)) {
+            guard !cipher.isEmpty else { continue }
+            if let generation = IndexKey.generation(of: sequence, in: generations),
+               try transaction.delete(store.index, key: IndexKey.item(generation, userId, cipher, sequence)) {
+                counts.removedIndexEntries += 1
+            } else if try transaction.delete(store.index, key: IndexKey.cipher(userId, cipher, sequence)) {
                 counts.removedIndexEntries += 1
             }
         }

@@ -126,6 +126,7 @@ extension EventLogStore {
         while !done {
             var seen = 0
             try read { reader in
+                let generations = try reader.itemGenerations()
                 try reader.transaction.scan(events, from: nextKey) { key, value in
                     seen += 1
                     report.eventsChecked += 1
@@ -196,6 +197,9 @@ extension EventLogStore {
                             message: "no user index entry for user \(header.userId)"))
                     }
                     if !header.cipherId.isEmpty, sequence <= itemIndexedThrough,
+                       try IndexKey.generation(of: sequence, in: generations).map({
+                           try reader.transaction.get(index, key: IndexKey.item($0, header.userId, header.cipherId, sequence))
+                       }) == nil,
                        try reader.transaction.get(index, key: IndexKey.cipher(header.userId, header.cipherId, sequence)) == nil {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .missingIndexEntry,
                             message: "no cipher index entry for cipher \(header.cipherId)"))
@@ -393,13 +397,20 @@ extension EventLogStore {
 extension IndexKey {
     /// Parses an index key back into user, optional cipher and sequence.
     static func parse(_ key: UnsafeRawBufferPointer) -> (user: String, cipher: String?, sequence: UInt64)? {
-        guard key.count >= 2 + 8, key[0] == userTag || key[0] == cipherTag else { return nil }
-        let userLength = Int(key[1])
-        guard 2 + userLength + 8 <= key.count else { return nil }
-        let user = String(decoding: key[2..<2 + userLength], as: UTF8.self)
-        var offset = 2 + userLength
+        // A merge's entry: its generation first (at or before its sequence), then as `0x02`.
+        var start = 0
+        if key.first == itemTag {
+            guard key.count >= 9 + 2 + 8 else { return nil }
+            start = 8
+        } else {
+            guard key.count >= 2 + 8, key[0] == userTag || key[0] == cipherTag else { return nil }
+        }
+        let userLength = Int(key[start + 1])
+        guard start + 2 + userLength + 8 <= key.count else { return nil }
+        let user = String(decoding: key[start + 2..<start + 2 + userLength], as: UTF8.self)
+        var offset = start + 2 + userLength
         var cipher: String?
-        if key[0] == cipherTag {
+        if key[0] != userTag {
             guard offset < key.count else { return nil }
             let cipherLength = Int(key[offset])
             offset += 1
@@ -408,6 +419,8 @@ extension IndexKey {
             offset += cipherLength
         }
         guard offset + 8 == key.count else { return nil }
-        return (user, cipher, readBE(key, at: offset, as: UInt64.self))
+        let sequence = readBE(key, at: offset, as: UInt64.self)
+        if start > 0, readBE(key, at: 1, as: UInt64.self) > sequence { return nil }
+        return (user, cipher, sequence)
     }
 }

@@ -16,7 +16,12 @@ import VaultCrypto
         try store.environment.write { txn in
             _ = try txn.delete(store.events, key: sequenceKey(sequence))
             _ = try txn.delete(store.index, key: IndexKey.user(header.userId, sequence))
-            if !header.cipherId.isEmpty { _ = try txn.delete(store.index, key: IndexKey.cipher(header.userId, header.cipherId, sequence)) }
+            if !header.cipherId.isEmpty {
+                let generations = try LogReader(transaction: txn, store: store).itemGenerations()
+                if let generation = IndexKey.generation(of: sequence, in: generations) {
+                    _ = try txn.delete(store.index, key: IndexKey.item(generation, header.userId, header.cipherId, sequence))
+                }
+            }
         }
     }
 
@@ -37,7 +42,7 @@ import VaultCrypto
         #expect(a.allSatisfy { $0.header.formatVersion == 2 })
         #expect(a[0].header.previousMAC == Envelope.chainStart)
         for (previous, next) in zip(a, a.dropFirst()) { #expect(next.header.previousMAC.map { $0[...] } == previous.mac) }
-        #expect(try store.storedFormatVersion() == 4, "a new store is format 4 (item index merged)")
+        #expect(try store.storedFormatVersion() == 5, "a new store is format 5 (item index merged by generation)")
         #expect(try store.verify(keys: ["user-a": keyA, "user-b": keyB]).isClean)
         #expect(try store.verify().isClean, "the links are checked without a key too")
     }
@@ -158,7 +163,7 @@ import VaultCrypto
         readOnly.environment.close()
 
         let store = try openStore(dir)
-        #expect(try store.storedFormatVersion() == 4, "upcast to the current format in one step")
+        #expect(try store.storedFormatVersion() == 5, "upcast to the current format in one step")
         #expect(try store.read { try $0.itemIndexedThrough() } == 4, "its items were indexed with its events")
         let old = try store.envelopes(userId: "user-a")
         #expect(old.map(\.header.formatVersion) == [1, 1, 1, 1])

@@ -128,7 +128,7 @@ import VaultLogTesting
     /// tells apart ids that share bytes (a user id that is another's prefix, the same item id
     /// under two users, empty ids).
     @Test func mergeGroups_oneNumberPerUserAndItem() {
-        var table = ItemPrefixTable()
+        var table = ItemPrefixTable(head: IndexKey.generationPrefix(7))
         let users = ["u", "u1", "u12", "", "user-" + String(repeating: "x", count: 90)]
         let items = (0..<2_000).map { "item-\($0)" } + ["", "u1"]
         var numbers: [String: Int32] = [:]
@@ -144,8 +144,61 @@ import VaultLogTesting
         #expect(table.prefixes.count == numbers.count)
         for (name, group) in numbers {
             let parts = name.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
-            #expect(table.prefixes[Int(group)] == IndexKey.cipherPrefix(parts[0], parts[1]), "\(name)")
+            #expect(table.prefixes[Int(group)] == IndexKey.itemPrefix(7, parts[0], parts[1]), "\(name)")
         }
+    }
+
+    /// A format 4 store's item entries have no generation (`0x02 ‖ user ‖ item ‖ sequence`):
+    /// after the upcast they are still read, checked by `verify` and removed with their user,
+    /// beside the merges' entries that follow them.
+    @Test func aFormat4StoresEntries_areStillReadBesideTheMerges() throws {
+        let dir = TemporaryDirectory()
+        var random = SplitMix64(seed: 44)
+        var n = 0, withItem = 0
+        func batch(_ user: String, _ count: Int) -> [NewEvent] {
+            (0..<count).map { _ -> NewEvent in
+                n += 1
+                var e = randomEvent(n, random: &random)
+                e.userId = user
+                if !e.cipherId.isEmpty { withItem += 1 }
+                return e
+            }
+        }
+        do {
+            // Written by this build, then rewritten as a format 4 writer left it.
+            let store = try openStore(dir, itemIndexMergeInterval: 1)
+            for user in Self.users { try store.append(batch(user, 70), key: key(of: user)) }
+            try store.environment.write { txn in
+                var entries: [[UInt8]] = []
+                try txn.scan(store.index, from: [IndexKey.itemTag]) { k, _ in
+                    entries.append(Array(k))
+                    return true
+                }
+                #expect(entries.count == withItem, "one merged entry per event with an item")
+                for k in entries {
+                    _ = try txn.delete(store.index, key: k)
+                    try txn.put(store.index, key: [IndexKey.cipherTag] + k[9...], value: [])
+                }
+                try txn.put(store.meta, key: Array("format".utf8), value: [4])
+            }
+            store.environment.close()
+        }
+        var store = try openStore(dir, itemIndexMergeInterval: 25)
+        #expect(try store.storedFormatVersion() == 5)
+        #expect(try store.read { try $0.itemIndexedThrough() } == 210, "the mark stays where the format 4 store had it")
+        try checkEveryItem(store, interval: 25, appended: false, random: &random, "after the upcast")
+        for round in 0..<4 {
+            let user = Self.users[round % 3]
+            try store.append(batch(user, 40), key: key(of: user))
+            try checkEveryItem(store, interval: 25, appended: true, random: &random, "round \(round)")
+        }
+        #expect(try store.read { try $0.itemGenerations().count } >= 4, "the later events were merged by generation")
+        _ = try store.deleteUser("user-b")
+        try checkEveryItem(store, interval: 25, appended: false, random: &random, "after user-b's logout")
+        store.environment.close()
+        store = try openStore(dir, itemIndexMergeInterval: 25)
+        try store.append(batch("user-c", 30), key: keyC)
+        try checkEveryItem(store, interval: 25, appended: true, random: &random, "after a reopen")
     }
 
     /// A mark that is not 8 bytes refuses the open with an error naming it, before anything is
