@@ -203,13 +203,14 @@ public final class EventLogStore: Sendable {
         var iterator = batches.makeIterator()
         guard var events = iterator.next() else { return [] }
         var appended: [Range<UInt64>] = []
-        var sealing = startSealing(events, after: nil, key: key)
+        let pool = BatchBufferPool()
+        var sealing = startSealing(events, after: nil, key: key, pool: pool)
         while true {
             let following = iterator.next()
             let sealed = try sealing?.result()
             var next: BackgroundWork<SealedBatch>?
             do {
-                if let following { next = startSealing(following, after: sealed, key: key) }
+                if let following { next = startSealing(following, after: sealed, key: key, pool: pool) }
                 let sequences = try write { txn -> Range<UInt64> in
                     guard let sealed else { let last = try txn.lastSequence(); return last + 1..<last + 1 }
                     guard try txn.isBase(of: sealed, key: key) else {
@@ -233,8 +234,9 @@ public final class EventLogStore: Sendable {
 
     /// Starts sealing `events` on another thread against the log as `previous` (a batch about
     /// to be put) leaves it, or as it is now; nil for an empty batch.
-    private func startSealing(_ events: [NewEvent], after previous: SealedBatch?, key: SealingKey) -> BackgroundWork<SealedBatch>? {
-        events.isEmpty ? nil : SealedBatch.sealInBackground(events, predicted: previous?.successorBase, store: self, key: key)
+    private func startSealing(_ events: [NewEvent], after previous: SealedBatch?, key: SealingKey,
+                              pool: BatchBufferPool) -> BackgroundWork<SealedBatch>? {
+        events.isEmpty ? nil : SealedBatch.sealInBackground(events, predicted: previous?.successorBase, store: self, key: key, pool: pool)
     }
 
     /// Appends one event and returns its sequence.

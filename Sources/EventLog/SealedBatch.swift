@@ -17,8 +17,11 @@ import VaultCrypto
 final class SealedBatch: @unchecked Sendable {
     /// The envelopes, back to back.
     let buffer: UnsafeMutableRawBufferPointer
-    /// Whether `buffer` is a mapping of its own rather than from `malloc`.
-    private let mapped: Bool
+    /// The anonymous mapping `buffer` starts, when it is one rather than from `malloc` (it may
+    /// be longer: a recycled one).
+    private let mapping: UnsafeMutableRawBufferPointer?
+    /// Where the mapping goes back when the batch goes (a bulk load's), else unmapped.
+    private let pool: BatchBufferPool?
     /// Where each envelope starts, and the end of the last.
     let offsets: [Int]
     /// What the batch was sealed against: its sequences follow `base.lastSequence`, and each of
@@ -55,7 +58,7 @@ final class SealedBatch: @unchecked Sendable {
     /// being `ivs[16 i ..< 16 i + 16]`; `base` is asked for the batch's distinct users (in order
     /// of first appearance). Throws before anything is written for an id too long for a header,
     /// or when the sequences would pass 2^64 − 1.
-    init(_ events: [NewEvent], key: SealingKey, ivs: [UInt8], parallelThreshold: Int,
+    init(_ events: [NewEvent], key: SealingKey, ivs: [UInt8], parallelThreshold: Int, pool: BatchBufferPool? = nil,
          base: (_ users: [String]) throws -> SealingBase) throws {
         precondition(ivs.count == 16 * events.count, "one 16-byte IV per event")
         let users = UserSlots(events)
@@ -89,7 +92,8 @@ final class SealedBatch: @unchecked Sendable {
         self.offsets = offsets
         self.base = base
         self.users = users
-        (buffer, mapped) = Self.allocate(byteCount: total)
+        self.pool = pool
+        (buffer, mapping) = Self.allocate(byteCount: total, pool: pool)
 
         // Headers (chain start as the previous MAC for now), IVs and ciphertexts, each into its
         // own range.
@@ -134,23 +138,67 @@ final class SealedBatch: @unchecked Sendable {
     }
 
     deinit {
-        if mapped { munmap(buffer.baseAddress, buffer.count) } else { buffer.deallocate() }
+        guard let mapping else { return buffer.deallocate() }
+        if let pool { pool.give(mapping) } else { munmap(mapping.baseAddress, mapping.count) }
     }
 
-    /// At or above this size the buffer is a mapping of its own (see ``allocate(byteCount:)``).
+    /// At or above this size the buffer is a mapping of its own (see ``allocate(byteCount:pool:)``).
     static let mappedBufferBytes = 1 << 20
 
-    /// The batch's buffer. A large one is an anonymous mapping of its own, returned to the
-    /// system when the batch goes whichever thread made it: from `malloc`, a bulk append's
-    /// buffers, made on the sealing thread, stayed in that thread's arena (anonymous RSS 35.9 →
-    /// 39.0 MiB over 12 rounds of 500,000 events, against 20.8 → 23.9 MiB mapped; the slow rise
-    /// left is LMDB's list of dirty pages, which grows with the largest commit).
-    private static func allocate(byteCount: Int) -> (buffer: UnsafeMutableRawBufferPointer, mapped: Bool) {
+    /// The batch's buffer, and the mapping it is the start of if it is one. A large buffer is
+    /// an anonymous mapping of its own, returned to the system when the batch goes whichever
+    /// thread made it: from `malloc`, a bulk append's buffers, made on the sealing thread,
+    /// stayed in that thread's arena (anonymous RSS 35.9 → 39.0 MiB over 12 rounds of 500,000
+    /// events, against 20.8 → 23.9 MiB mapped; the slow rise left is LMDB's list of dirty
+    /// pages, which grows with the largest commit). Within one bulk load the mappings go round
+    /// through `pool`: a fresh one for each batch cost its page faults and the zeroing of
+    /// every page, about a tenth of the sealing thread's time.
+    private static func allocate(byteCount: Int, pool: BatchBufferPool?)
+        -> (buffer: UnsafeMutableRawBufferPointer, mapping: UnsafeMutableRawBufferPointer?) {
         if byteCount >= mappedBufferBytes {
+            if let recycled = pool?.take(atLeast: byteCount) {
+                return (UnsafeMutableRawBufferPointer(rebasing: recycled[0..<byteCount]), recycled)
+            }
             let address = mmap(nil, byteCount, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-            if let address, address != MAP_FAILED { return (UnsafeMutableRawBufferPointer(start: address, count: byteCount), true) }
+            if let address, address != MAP_FAILED {
+                let mapping = UnsafeMutableRawBufferPointer(start: address, count: byteCount)
+                return (mapping, mapping)
+            }
         }
-        return (.allocate(byteCount: max(byteCount, 1), alignment: 16), false)
+        return (.allocate(byteCount: max(byteCount, 1), alignment: 16), nil)
+    }
+}
+
+/// The mappings of one bulk load's sealed batches, handed from a batch that was put to the
+/// next one sealed (every byte of a batch's range is written when it is sealed, so a recycled
+/// mapping needs no clearing). Keeps at most ``maxSpares``; unmaps them when the load is over
+/// and its last batch gone, so nothing stays resident after it.
+final class BatchBufferPool: @unchecked Sendable {
+    private let lock = NSLock()
+    private var spares: [UnsafeMutableRawBufferPointer] = []
+    /// A load has one batch sealing while another is put: two spares cover it.
+    static let maxSpares = 2
+
+    /// A spare of at least `count` bytes, or nil.
+    func take(atLeast count: Int) -> UnsafeMutableRawBufferPointer? {
+        lock.withLock {
+            guard let i = spares.firstIndex(where: { $0.count >= count }) else { return nil }
+            return spares.remove(at: i)
+        }
+    }
+
+    /// Keeps `mapping` for a later batch, or unmaps it when enough are kept.
+    func give(_ mapping: UnsafeMutableRawBufferPointer) {
+        let kept = lock.withLock {
+            guard spares.count < Self.maxSpares else { return false }
+            spares.append(mapping)
+            return true
+        }
+        if !kept { munmap(mapping.baseAddress, mapping.count) }
+    }
+
+    deinit {
+        for mapping in spares { munmap(mapping.baseAddress, mapping.count) }
     }
 }
 
@@ -197,14 +245,14 @@ extension SealedBatch {
     /// against `predicted` (the log as the batch before leaves it), completed from `store` for
     /// users it has no tip for; against `store` as it is when nil.
     static func sealInBackground(_ events: [NewEvent], predicted: SealingBase?, store: EventLogStore,
-                                 key: SealingKey) -> BackgroundWork<SealedBatch> {
+                                 key: SealingKey, pool: BatchBufferPool) -> BackgroundWork<SealedBatch> {
         BackgroundWork {
             // The first batch of a load is sealed on all cores (nothing runs beside it); the
             // others on this thread alone, beside the transaction putting the batch before (its
             // commit mostly waits for the disk): sealing 10,000 events takes less than their
             // commit, and the transaction's thread keeps a core to itself.
             try SealedBatch(events, key: key, ivs: store.random.bytes(16 * events.count),
-                            parallelThreshold: predicted == nil ? LogTransaction.parallelSealThreshold : .max) { users in
+                            parallelThreshold: predicted == nil ? LogTransaction.parallelSealThreshold : .max, pool: pool) { users in
                 guard var base = predicted else { return try store.read { try $0.sealingBase(for: users, key: key) } }
                 let missing = users.filter { base.tips[$0] == nil }
                 guard !missing.isEmpty else { return base }

@@ -30,7 +30,9 @@ import VaultLogTesting
         // More than eight users in some batches: a batch's users are then looked up by hash.
         let users = ["user-a", "user-b", "a-much-longer-user-identifier-0123456789"] + (0..<9).map { "user-\($0)" }
         var n = 0
-        return [0, 1, 700, 3, 0, 2_500, 64, 1, 65].enumerated().map { b, size in
+        // Batches of a megabyte or more are sealed into mappings that go round within the
+        // load (a later batch reuses an earlier one's, smaller or not).
+        return [0, 1, 700, 3, 0, 2_500, 64, 1, 65, 2_000, 1_800, 2_100, 3_000, 1_900].enumerated().map { b, size in
             let count = b % 2 == 0 ? 3 : users.count
             var user = Int(random.next() % UInt64(count))
             return (0..<size).map { _ in
