@@ -252,6 +252,12 @@ enum IndexKey {
         return out
     }
 
+    /// `0x03 ‖ generation ‖ userLength ‖ user`: one user's entries of one merge.
+    static func itemUserPrefix(_ generation: UInt64, _ user: String) -> [UInt8] {
+        let u = Array(user.utf8)
+        return generationPrefix(generation) + [UInt8(truncatingIfNeeded: u.count)] + u
+    }
+
     /// ``itemPrefix(head:user:cipher:)`` of string ids.
     static func itemPrefix(_ generation: UInt64, _ user: String, _ cipher: String) -> [UInt8] {
         Array(user.utf8).withUnsafeBytes { u in

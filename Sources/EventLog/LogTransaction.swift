@@ -175,7 +175,7 @@ public struct LogTransaction {
         for sequence in sequences { try transaction.delete(store.events, key: sequenceKey(sequence)) }
         var prefixes = [IndexKey.userPrefix(userId), IndexKey.cipherUserPrefix(userId)]
         for generation in try reader.itemGenerations() {
-            prefixes.append(IndexKey.generationPrefix(generation) + IndexKey.checkpointPrefix(userId))
+            prefixes.append(IndexKey.itemUserPrefix(generation, userId))
         }
         for prefix in prefixes { try deleteAll(in: store.index, withPrefix: prefix) }
         try deleteAll(in: store.checkpoints, withPrefix: IndexKey.checkpointPrefix(userId))
