@@ -201,6 +201,31 @@ import VaultLogTesting
         try checkEveryItem(store, interval: 25, appended: true, random: &random, "after a reopen")
     }
 
+    /// An event's merged entry is under the last generation at or before its sequence (merges
+    /// cover consecutive ranges, each named by its first sequence), and `verify` reads the keys
+    /// of both layouts back, refusing a generation after the entry's own sequence.
+    @Test func generationKeys_parseBack_andEachEventFindsItsMerge() {
+        let generations: [UInt64] = [1, 33, 65, 200]
+        #expect(IndexKey.generation(of: 0, in: generations) == nil)
+        #expect(IndexKey.generation(of: 1, in: generations) == 1)
+        #expect(IndexKey.generation(of: 32, in: generations) == 1)
+        #expect(IndexKey.generation(of: 33, in: generations) == 33)
+        #expect(IndexKey.generation(of: 199, in: generations) == 65)
+        #expect(IndexKey.generation(of: .max, in: generations) == 200)
+        #expect(IndexKey.generation(of: 5, in: []) == nil)
+
+        func parse(_ key: [UInt8]) -> (user: String, cipher: String?, sequence: UInt64)? { key.withUnsafeBytes { IndexKey.parse($0) } }
+        let merged = IndexKey.item(33, "user-a", "item-7", 40)
+        #expect(merged.starts(with: IndexKey.itemUserPrefix(33, "user-a")))
+        #expect(merged.starts(with: IndexKey.itemPrefix(33, "user-a", "item-7")))
+        #expect(parse(merged).map { [$0.user, $0.cipher ?? "-", "\($0.sequence)"] } == ["user-a", "item-7", "40"])
+        #expect(parse(IndexKey.cipher("user-a", "item-7", 40)).map { [$0.user, $0.cipher ?? "-", "\($0.sequence)"] } == ["user-a", "item-7", "40"])
+        #expect(parse(IndexKey.user("user-a", 40)).map { [$0.user, $0.cipher ?? "-", "\($0.sequence)"] } == ["user-a", "-", "40"])
+        #expect(parse(IndexKey.item(41, "user-a", "item-7", 40)) == nil, "a generation after its own sequence")
+        #expect(parse(Array(merged.dropLast())) == nil, "truncated")
+        #expect(parse(Array(merged.prefix(9))) == nil, "a generation alone")
+    }
+
     /// A mark that is not 8 bytes refuses the open with an error naming it, before anything is
     /// changed.
     @Test func aBrokenMark_refusesTheOpenAndChangesNothing() throws {
