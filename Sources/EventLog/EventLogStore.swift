@@ -17,8 +17,9 @@ import VaultCrypto
 /// ```
 ///
 /// Databases: `events` (big-endian `UInt64` sequence → envelope, appended with `MDB_APPEND`),
-/// `index` (user → sequences, user+cipher → sequences, the latter up to
-/// `meta["itemIndexedThrough"]`), `checkpoints` (sealed projections), `meta` (format version).
+/// `index` (user → sequences; merge generation + user + cipher → sequences, up to
+/// `meta["itemIndexedThrough"]`, and user + cipher → sequences in a store of format 1–4),
+/// `checkpoints` (sealed projections), `meta` (format version).
 /// The domain adds its own databases with ``openDatabase(_:)`` and writes them together with
 /// events in one transaction through ``write(_:)``.
 ///
@@ -99,8 +100,9 @@ public final class EventLogStore: Sendable {
                     if stored != Self.storeFormatVersion {
                         try txn.put(metaDatabase, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)])
                     }
-                    if stored == nil || stored! < 4 {
-                        // Before format 4 every event's item entry was written with the event.
+                    if stored.map({ $0 < 4 }) ?? true {
+                        // A new store has indexed nothing; before format 4 every event's item
+                        // entry was written with the event.
                         let indexed = try txn.withCursor(eventsDatabase) { cursor in
                             try cursor.last().flatMap { try? LogReader.sequence(ofKey: $0.key) } ?? 0
                         }

@@ -260,9 +260,8 @@ enum IndexKey {
 
     /// ``itemPrefix(head:user:cipher:)`` of string ids.
     static func itemPrefix(_ generation: UInt64, _ user: String, _ cipher: String) -> [UInt8] {
-        Array(user.utf8).withUnsafeBytes { u in
-            Array(cipher.utf8).withUnsafeBytes { c in itemPrefix(head: generationPrefix(generation), user: u, cipher: c) }
-        }
+        let c = Array(cipher.utf8)
+        return itemUserPrefix(generation, user) + [UInt8(truncatingIfNeeded: c.count)] + c
     }
 
     /// A merge's entry for one event.

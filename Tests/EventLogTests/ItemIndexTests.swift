@@ -226,6 +226,24 @@ import VaultLogTesting
         #expect(parse(Array(merged.prefix(9))) == nil, "a generation alone")
     }
 
+    /// A merge appends its entries at the index's end only when nothing sorts after them: an
+    /// index holding a later key (a damaged file) gets them put in place, and the appends that
+    /// carry the merges still succeed.
+    @Test func aLaterKeyInTheIndex_doesNotStopTheMerges() throws {
+        let dir = TemporaryDirectory()
+        var random = SplitMix64(seed: 12)
+        let store = try openStore(dir, itemIndexMergeInterval: 10)
+        let stray = IndexKey.item(.max - 1, "user-z", "item-z", .max)
+        try store.environment.write { try $0.put(store.index, key: stray, value: []) }
+        for n in 1...45 {
+            let e = randomEvent(n, random: &random)
+            try store.append(e, key: key(of: e.userId))
+        }
+        #expect(try store.read { try $0.itemIndexedThrough() } >= 40, "merged past the stray key")
+        try store.environment.write { _ = try $0.delete(store.index, key: stray) }
+        try checkEveryItem(store, interval: 10, appended: true, random: &random, "after the stray key")
+    }
+
     /// A mark that is not 8 bytes refuses the open with an error naming it, before anything is
     /// changed.
     @Test func aBrokenMark_refusesTheOpenAndChangesNothing() throws {
