@@ -107,15 +107,18 @@ public struct SealingKey: Sendable, CustomStringConvertible {
     /// Always `"SealingKey(<redacted>)"`, so the keys never reach a log.
     public var description: String { "SealingKey(<redacted>)" }
 
-    /// One derived key plus an HMAC already keyed with its MAC half: copying the keyed state
-    /// saves the two SHA-256 blocks of HMAC key setup on every event.
+    /// One derived key plus an HMAC already keyed with its MAC half (copying the keyed state
+    /// saves the two SHA-256 blocks of HMAC key setup on every event) and AES-CBC with its key
+    /// schedule done once (``KeyedAESCBC``).
     struct SubKey: Sendable {
         let key: SymmetricCryptoKey
         let hmac: KeyedHMACSHA256
+        let cbc: KeyedAESCBC
 
         init(_ key: SymmetricCryptoKey) {
             self.key = key
             self.hmac = KeyedHMACSHA256(key: key.macKey)
+            self.cbc = KeyedAESCBC(key: key.encryptionKey)
         }
     }
 }
@@ -151,7 +154,14 @@ public struct Envelope: Sendable {
     /// Parses stored bytes. Never traps on garbage: anything unexpected throws
     /// ``EnvelopeError/malformed(sequence:reason:)``.
     public init(bytes: [UInt8]) throws {
-        let parsed = try Self.parseHeader(bytes)
+        try self.init(bytes: bytes, userId: nil)
+    }
+
+    /// ``init(bytes:)`` for an event expected to be `userId`'s: its header then holds that
+    /// string instead of a new one with the same characters (a reader of one user's events saves
+    /// an allocation per event).
+    init(bytes: [UInt8], userId expected: String?) throws {
+        let parsed = try bytes.withUnsafeBytes { try Self.parseHeader(raw: $0, userId: expected) }
         self.header = parsed.header
         self.headerLength = parsed.length
         self.bytes = bytes
@@ -169,6 +179,11 @@ public struct Envelope: Sendable {
 
     /// Parses only the header from raw bytes.
     public static func parseHeader(raw b: UnsafeRawBufferPointer) throws -> (header: EventHeader, length: Int) {
+        try parseHeader(raw: b, userId: nil)
+    }
+
+    /// ``parseHeader(raw:)``; a user id equal to `expected` is returned as that string.
+    static func parseHeader(raw b: UnsafeRawBufferPointer, userId expected: String?) throws -> (header: EventHeader, length: Int) {
         guard b.count >= fixedHeaderBytes + 2 else {
             throw EnvelopeError.malformed(sequence: nil, reason: "only \(b.count) bytes")
         }
@@ -185,20 +200,26 @@ public struct Envelope: Sendable {
         let recordedAt = Int64(bitPattern: readBE(b, at: 10, as: UInt64.self))
         let eventType = readBE(b, at: 18, as: UInt16.self)
         var offset = fixedHeaderBytes
-        func readId(_ what: String) throws -> String {
+        func readId(_ what: String, expected: String? = nil) throws -> String {
             guard offset < headerLength else { throw EnvelopeError.malformed(sequence: sequence, reason: "\(what) length missing") }
             let length = Int(b[offset])
             offset += 1
             guard length <= maxIdLength, offset + length <= headerLength else {
                 throw EnvelopeError.malformed(sequence: sequence, reason: "\(what) of \(length) bytes overruns the header")
             }
-            guard let id = utf8String(UnsafeRawBufferPointer(rebasing: b[offset..<offset + length])) else {
+            let bytes = UnsafeRawBufferPointer(rebasing: b[offset..<offset + length])
+            if let expected, expected.utf8.count == length,
+               length > 0, expected.utf8.withContiguousStorageIfAvailable({ memcmp($0.baseAddress!, bytes.baseAddress!, length) == 0 }) == true {
+                offset += length
+                return expected
+            }
+            guard let id = utf8String(bytes) else {
                 throw EnvelopeError.malformed(sequence: sequence, reason: "\(what) is not UTF-8")
             }
             offset += length
             return id
         }
-        let userId = try readId("user id")
+        let userId = try readId("user id", expected: expected)
         let cipherId = try readId("cipher id")
         var previousMAC: [UInt8]?
         if version >= chainedFormatVersion {
@@ -313,7 +334,11 @@ public struct Envelope: Sendable {
     /// The AES-256-CBC ciphertext of `body` (independent per event, so a batch encrypts in parallel).
     static func encrypt(_ body: [UInt8], key: SealingKey.SubKey, iv: ArraySlice<UInt8>) throws -> [UInt8] {
         precondition(iv.count == ivBytes, "envelope IV must be 16 bytes")
-        return AESCBC.encrypt(body, key: key.key.encryptionKey, iv: iv)
+        return [UInt8](unsafeUninitializedCapacity: AESCBC.ciphertextCount(plaintextCount: body.count)) { buffer, count in
+            count = body.withUnsafeBytes { b in
+                iv.withUnsafeBytes { key.cbc.encrypt(b, iv: $0, into: UnsafeMutableRawBufferPointer(buffer)) }
+            }
+        }
     }
 
     /// Appends `iv ‖ mac ‖ ciphertext`, the MAC covering `out` (the header) ‖ IV ‖ ciphertext,
@@ -369,8 +394,8 @@ public struct Envelope: Sendable {
             // raw buffers: the `DataProtocol` form is generic across modules, so it looked up
             // type metadata on every call.
             return try bytes.withUnsafeBytes { raw in
-                try AESCBC.decryptVerified(UnsafeRawBufferPointer(rebasing: raw[ctStart...]), key: key.key.encryptionKey,
-                                           iv: UnsafeRawBufferPointer(rebasing: raw[ivStart..<ivStart + ivBytes]))
+                try key.cbc.decryptVerified(UnsafeRawBufferPointer(rebasing: raw[ctStart...]),
+                                            iv: UnsafeRawBufferPointer(rebasing: raw[ivStart..<ivStart + ivBytes]))
             }
         } catch {
             throw EnvelopeError.undecryptable(sequence: sequence)

@@ -273,7 +273,7 @@ public struct LogReader {
         guard limit > 0 else { return out }
         out.reserveCapacity(Swift.min(limit, 4096))
         try forEachIndexedEvent(userId: userId, after: after) { sequence, value in
-            let envelope = try Envelope(bytes: Array(value))
+            let envelope = try Envelope(bytes: Array(value), userId: userId)
             try Self.checkIndexed(envelope.header, sequence: sequence, userId: userId)
             out.append(envelope)
             return out.count < limit

@@ -98,7 +98,7 @@ final class SealedBatch: @unchecked Sendable {
         // Headers (chain start as the previous MAC for now), IVs and ciphertexts, each into its
         // own range.
         nonisolated(unsafe) let out = buffer
-        let encryptionKey = key.events.key.encryptionKey
+        let cbc = key.events.cbc
         let lengths = headerLengths, ends = offsets
         parallelForEach(count: events.count, threshold: parallelThreshold) { i in
             let start = ends[i], headerLength = lengths[i]
@@ -108,7 +108,7 @@ final class SealedBatch: @unchecked Sendable {
                 let iv = UnsafeRawBufferPointer(rebasing: all[16 * i..<16 * i + 16])
                 UnsafeMutableRawBufferPointer(rebasing: out[ivStart..<ivStart + ivBytes]).copyMemory(from: iv)
                 events[i].body.withUnsafeBytes { body in
-                    _ = AESCBC.encrypt(body, key: encryptionKey, iv: iv, into: UnsafeMutableRawBufferPointer(rebasing: out[ctStart..<ends[i + 1]]))
+                    cbc.encrypt(body, iv: iv, into: UnsafeMutableRawBufferPointer(rebasing: out[ctStart..<ends[i + 1]]))
                 }
             }
         }

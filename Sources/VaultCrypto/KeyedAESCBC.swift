@@ -1,0 +1,141 @@
+import Crypto
+import Foundation
+import Synchronization
+#if canImport(CLibCrypto)
+import CLibCrypto
+#endif
+
+/// AES-256-CBC under one key with its key schedule done once: what sealing and opening many
+/// events under one key calls. Same bytes as ``AESCBC`` (tested against it over random keys,
+/// IVs and lengths, and after refused ciphertexts).
+///
+/// With libcrypto (``AESCBC/Backend/libcrypto``) it keeps a few EVP contexts already set up
+/// with the key, for decryption and for encryption: a message then only sets its IV. A fresh
+/// context per message (``AESCBC``) allocates the context, looks up its parameters and expands
+/// the key every time, which costs about as much as decrypting a 1 KiB event. Any thread may
+/// call at any time: a call takes a context from the pool (or makes one) and hands it back.
+/// Elsewhere it calls ``AESCBC`` with the key.
+public final class KeyedAESCBC: Sendable {
+    /// The 32-byte AES key.
+    public let key: SymmetricKey
+    /// Contexts not in use, for decryption and for encryption (at most ``spareContexts`` each).
+    private let spares: Mutex<(decrypt: [Context], encrypt: [Context])>
+    /// Contexts kept for reuse per direction: more threads than this just make and free theirs.
+    static let spareContexts = 8
+
+    /// An EVP context already keyed (a pointer libcrypto owns; moved between threads under the
+    /// pool's lock only).
+    private struct Context: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    /// The keyed cipher for a 32-byte `key`.
+    public init(key: SymmetricKey) {
+        precondition(key.bitCount == 256, "AES-256 key must be 32 bytes")
+        self.key = key
+        spares = Mutex(([], []))
+    }
+
+    deinit {
+        #if canImport(CLibCrypto)
+        // EVP_CIPHER_CTX_free clears the expanded key before it frees the memory.
+        spares.withLock { spares in
+            for context in spares.decrypt + spares.encrypt { EVP_CIPHER_CTX_free(context.pointer) }
+        }
+        #endif
+    }
+
+    /// ``AESCBC/decryptVerified(_:key:iv:backend:)`` with this key: for a ciphertext whose MAC
+    /// the caller has checked. Throws ``VaultCryptoError/decryptionFailed`` for a ciphertext that
+    /// is not whole blocks or whose padding is malformed.
+    public func decryptVerified(_ ciphertext: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer) throws -> [UInt8] {
+        guard ciphertext.count > 0, ciphertext.count % 16 == 0 else { throw VaultCryptoError.decryptionFailed }
+        var failed = false
+        // EVP writes up to one block more than it keeps while it holds back the last block.
+        let plain = [UInt8](unsafeUninitializedCapacity: ciphertext.count + 16) { buffer, count in
+            let written = crypt(ciphertext, encrypting: false, iv: iv, into: UnsafeMutableRawBufferPointer(buffer))
+            failed = written == nil
+            count = written ?? 0
+        }
+        if !failed { return plain }
+        return try AESCBC.decryptVerified(ciphertext, key: key, iv: iv)
+    }
+
+    /// ``AESCBC/encrypt(_:key:iv:into:backend:)`` with this key: writes the padded ciphertext to
+    /// the start of `output` (at least ``AESCBC/ciphertextCount(plaintextCount:)`` bytes) and
+    /// returns its length.
+    @discardableResult
+    public func encrypt(_ plaintext: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer,
+                        into output: UnsafeMutableRawBufferPointer) -> Int {
+        let count = AESCBC.ciphertextCount(plaintextCount: plaintext.count)
+        precondition(output.count >= count, "AES-CBC output buffer too small")
+        if crypt(plaintext, encrypting: true, iv: iv, into: output) == count { return count }
+        return AESCBC.encrypt(plaintext, key: key, iv: iv, into: output)
+    }
+
+    /// One message through a keyed context from the pool: the bytes written, or nil when
+    /// libcrypto is not there or refused (bad padding on decryption; the context is then freed,
+    /// not reused).
+    private func crypt(_ input: UnsafeRawBufferPointer, encrypting: Bool, iv: UnsafeRawBufferPointer,
+                       into output: UnsafeMutableRawBufferPointer) -> Int? {
+        #if canImport(CLibCrypto)
+        precondition(iv.count == 16, "AES-CBC IV must be 16 bytes")
+        guard AESCBC.Backend.preferred == .libcrypto, input.count < Int(Int32.max) - 16,
+              let context = takeContext(encrypting: encrypting) else { return nil }
+        let ctx = context.pointer
+        // The context keeps its cipher and expanded key; this sets the IV and clears what the
+        // last message left (held-back block, padding state).
+        guard EVP_CipherInit_ex2(ctx, nil, nil, iv.bindMemory(to: UInt8.self).baseAddress, encrypting ? 1 : 0, nil) == 1 else {
+            EVP_CIPHER_CTX_free(ctx)
+            return nil
+        }
+        let out = output.bindMemory(to: UInt8.self).baseAddress!
+        var updated: Int32 = 0
+        var final: Int32 = 0
+        if input.count > 0,
+           EVP_CipherUpdate(ctx, out, &updated, input.bindMemory(to: UInt8.self).baseAddress, Int32(input.count)) != 1 {
+            EVP_CIPHER_CTX_free(ctx)
+            return nil
+        }
+        guard EVP_CipherFinal_ex(ctx, out + Int(updated), &final) == 1 else {
+            EVP_CIPHER_CTX_free(ctx)
+            return nil
+        }
+        giveBack(context, encrypting: encrypting)
+        return Int(updated + final)
+        #else
+        return nil
+        #endif
+    }
+
+    #if canImport(CLibCrypto)
+    /// A spare keyed context, or a new one keyed now; nil if libcrypto refused.
+    private func takeContext(encrypting: Bool) -> Context? {
+        if let spare = spares.withLock({ encrypting ? $0.encrypt.popLast() : $0.decrypt.popLast() }) { return spare }
+        guard let cipher = LibCryptoCBC.cipher, let ctx = EVP_CIPHER_CTX_new() else { return nil }
+        let keyed = key.withUnsafeBytes { k in
+            EVP_CipherInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, nil, encrypting ? 1 : 0, nil) == 1
+        }
+        guard keyed else {
+            EVP_CIPHER_CTX_free(ctx)
+            return nil
+        }
+        return Context(pointer: ctx)
+    }
+
+    /// Keeps `context` for the next call, or frees it when enough are kept.
+    private func giveBack(_ context: Context, encrypting: Bool) {
+        let kept = spares.withLock { spares in
+            if encrypting {
+                guard spares.encrypt.count < Self.spareContexts else { return false }
+                spares.encrypt.append(context)
+            } else {
+                guard spares.decrypt.count < Self.spareContexts else { return false }
+                spares.decrypt.append(context)
+            }
+            return true
+        }
+        if !kept { EVP_CIPHER_CTX_free(context.pointer) }
+    }
+    #endif
+}
