@@ -55,12 +55,17 @@ func runAppendBench(quick: Bool, results: Results) throws {
                 return Double(contender.events) / seconds
             })
         }) }
+        /// The rounds in order: a late round's fall shows as such, not only in the spread.
+        func eachRound(_ stats: Stats) -> String {
+            "[" + stats.values.map { json($0.rounded()) }.joined(separator: ", ") + "]"
+        }
         for contender in plan {
             let bulk = contender.bulk
             results.add(Figure(group: "append", bench: "sealed_append_\(contender.name)", metric: "throughput", unit: "events/s",
                                value: stats[contender.name]!, target: bulk ? .atLeast(300_000) : nil,
                                extra: ["batch": "\(contender.batch)", "events_per_round": "\(contender.events)", "body_bytes": "600",
                                        "api": json(bulk ? "append(batches:)" : "append per batch"),
+                                       "events_s_each_round": eachRound(stats[contender.name]!),
                                        "bytes_written_per_event": json(Double(written[contender.name] ?? 0) / Double(rounds * contender.events))].merging(
                                    bulk ? ["peak_anon_rss_mib": json(Double(peak - baseline) / 1_048_576),
                                            "anon_rss_after_each_round_mib": "[" + afterRounds.map(json).joined(separator: ", ") + "]"] : [:]) { a, _ in a }))
