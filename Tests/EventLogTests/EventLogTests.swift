@@ -190,6 +190,31 @@ let keyB = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSo
         }
     }
 
+    /// A reader of one user's events hands its user id string to each header it parses; an
+    /// event of another user (a misfiled one, which the reader then refuses) must keep its own id,
+    /// also when the two ids have the same length or one is the other's prefix.
+    @Test(arguments: [("user-a", "user-a"), ("user-a", "user-b"), ("user-a", "user-"), ("user-a", "user-ab"), ("user-a", "")])
+    func expectedUserId_isUsedOnlyWhenEqual(expected: String, actual: String) throws {
+        let header = EventHeader(sequence: 9, userId: actual, cipherId: "c", eventType: 1, recordedAtMillis: 0)
+        let bytes = try Envelope.seal(header: header, body: [1], key: keyA, iv: [UInt8](repeating: 0, count: 16)[...])
+        let parsed = try Envelope(bytes: bytes, userId: expected)
+        #expect(parsed.header.userId == actual)
+        #expect(parsed.header == (try Envelope(bytes: bytes)).header)
+    }
+
+    /// An event filed under another user's index entries is refused by the batch read, not
+    /// returned as the reader's user's.
+    @Test func batchRead_refusesAnotherUsersEventUnderTheUsersIndex() throws {
+        let dir = TemporaryDirectory()
+        let store = try openStore(dir)
+        try store.append([event(1, user: "user-a"), event(2, user: "user-b")], key: keyA)
+        // User-b's event (sequence 2) listed under user-a too.
+        try store.environment.write { txn in try txn.put(store.index, key: IndexKey.user("user-a", 2), value: []) }
+        #expect(throws: EnvelopeError.self) { _ = try store.read { try $0.envelopes(userId: "user-a", after: 1, limit: 10) } }
+        let b = try store.read { try $0.envelopes(userId: "user-b", after: 0, limit: 10) }
+        #expect(b.map(\.header.userId) == ["user-b"])
+    }
+
     @Test func envelopeOfNewerVersion_reportsUnsupportedVersion() throws {
         let header = EventHeader(sequence: 5, userId: "u", cipherId: "c", eventType: 1, recordedAtMillis: 0)
         var bytes = try Envelope.seal(header: header, body: [1], key: keyA, iv: [UInt8](repeating: 0, count: 16)[...])
