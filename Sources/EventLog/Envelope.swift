@@ -21,22 +21,117 @@ public struct EventHeader: Sendable, Hashable, Codable {
     /// Format 2 and later: the MAC of the same user's previous event (32 zero bytes for the
     /// user's first event), so each user's events form a chain and a deleted, reordered or
     /// missing event is detected. Nil in format 1. Covered by this event's MAC like every field.
-    public var previousMAC: [UInt8]?
+    public var previousMAC: [UInt8]? {
+        get { chainMAC?.bytes }
+        set { chainMAC = newValue.map(ChainMAC.init) }
+    }
+
+    /// ``previousMAC`` as stored: 32 bytes inline, so parsing a header allocates no array for it
+    /// (a fold reads a million headers).
+    var chainMAC: ChainMAC?
 
     /// A header; `previousMAC` is filled in by the log when it seals a format 2 event.
     public init(formatVersion: UInt8 = Envelope.currentFormatVersion, sequence: UInt64, userId: String,
                 cipherId: String, eventType: UInt16, recordedAtMillis: Int64, previousMAC: [UInt8]? = nil) {
+        self.init(formatVersion: formatVersion, sequence: sequence, userId: userId, cipherId: cipherId,
+                  eventType: eventType, recordedAtMillis: recordedAtMillis, chainMAC: previousMAC.map(ChainMAC.init))
+    }
+
+    init(formatVersion: UInt8, sequence: UInt64, userId: String, cipherId: String, eventType: UInt16,
+         recordedAtMillis: Int64, chainMAC: ChainMAC?) {
         self.formatVersion = formatVersion
         self.sequence = sequence
         self.userId = userId
         self.cipherId = cipherId
         self.eventType = eventType
         self.recordedAtMillis = recordedAtMillis
-        self.previousMAC = previousMAC
+        self.chainMAC = chainMAC
     }
 
     /// `recordedAtMillis` as a `Date`.
     public var recordedAt: Date { Date(timeIntervalSince1970: Double(recordedAtMillis) / 1000) }
+
+    // Coded as before the inline storage: `previousMAC` as an array of bytes.
+    private enum CodingKeys: String, CodingKey {
+        case formatVersion, sequence, userId, cipherId, eventType, recordedAtMillis, previousMAC
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(formatVersion: try c.decode(UInt8.self, forKey: .formatVersion), sequence: try c.decode(UInt64.self, forKey: .sequence),
+                  userId: try c.decode(String.self, forKey: .userId), cipherId: try c.decode(String.self, forKey: .cipherId),
+                  eventType: try c.decode(UInt16.self, forKey: .eventType), recordedAtMillis: try c.decode(Int64.self, forKey: .recordedAtMillis),
+                  previousMAC: try c.decodeIfPresent([UInt8].self, forKey: .previousMAC))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(formatVersion, forKey: .formatVersion)
+        try c.encode(sequence, forKey: .sequence)
+        try c.encode(userId, forKey: .userId)
+        try c.encode(cipherId, forKey: .cipherId)
+        try c.encode(eventType, forKey: .eventType)
+        try c.encode(recordedAtMillis, forKey: .recordedAtMillis)
+        try c.encodeIfPresent(previousMAC, forKey: .previousMAC)
+    }
+}
+
+/// A header's previous MAC: 32 bytes held inline (every stored one), or any other length as
+/// given (a caller's mistake that sealing refuses), so `previousMAC` reads back what was set.
+enum ChainMAC: Sendable, Hashable {
+    case inline(UInt64, UInt64, UInt64, UInt64)
+    case other([UInt8])
+
+    init(_ bytes: [UInt8]) {
+        if bytes.count == 32 {
+            self = bytes.withUnsafeBytes { ChainMAC(raw: $0) }
+        } else {
+            self = .other(bytes)
+        }
+    }
+
+    /// The first 32 bytes of `raw` (at least 32).
+    init(raw: UnsafeRawBufferPointer) {
+        self = .inline(raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                       raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+    }
+
+    var count: Int {
+        switch self {
+        case .inline: return 32
+        case .other(let bytes): return bytes.count
+        }
+    }
+
+    var bytes: [UInt8] {
+        switch self {
+        case .inline(let a, let b, let c, let d):
+            return withUnsafeBytes(of: (a, b, c, d)) { Array($0) }
+        case .other(let bytes):
+            return bytes
+        }
+    }
+
+    /// Writes the 32 bytes to the start of `out` (an inline MAC only; the length was checked).
+    func write(to out: UnsafeMutableRawBufferPointer) {
+        guard case .inline(let a, let b, let c, let d) = self else { preconditionFailure("previous MAC of \(count) bytes") }
+        withUnsafeBytes(of: (a, b, c, d)) { out.copyMemory(from: $0) }
+    }
+
+    static func == (lhs: ChainMAC, rhs: ChainMAC) -> Bool {
+        switch (lhs, rhs) {
+        case (.inline(let a, let b, let c, let d), .inline(let e, let f, let g, let h)): return a == e && b == f && c == g && d == h
+        case (.other(let x), .other(let y)): return x == y
+        default: return false
+        }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        switch self {
+        case .inline(let a, let b, let c, let d): hasher.combine(a); hasher.combine(b); hasher.combine(c); hasher.combine(d)
+        case .other(let bytes): hasher.combine(bytes)
+        }
+    }
 }
 
 /// Why stored bytes are not a readable envelope or event.
@@ -221,19 +316,19 @@ public struct Envelope: Sendable {
         }
         let userId = try readId("user id", expected: expected)
         let cipherId = try readId("cipher id")
-        var previousMAC: [UInt8]?
+        var previousMAC: ChainMAC?
         if version >= chainedFormatVersion {
             guard headerLength - offset >= macBytes else {
                 throw EnvelopeError.malformed(sequence: sequence, reason: "header of format v\(version) has no room for the previous event's MAC")
             }
-            previousMAC = Array(b[offset..<offset + macBytes])
+            previousMAC = ChainMAC(raw: UnsafeRawBufferPointer(rebasing: b[offset..<offset + macBytes]))
             offset += macBytes
         }
         guard offset == headerLength else {
             throw EnvelopeError.malformed(sequence: sequence, reason: "header length \(headerLength) does not match its fields (\(offset))")
         }
         let header = EventHeader(formatVersion: version, sequence: sequence, userId: userId, cipherId: cipherId,
-                                 eventType: eventType, recordedAtMillis: recordedAt, previousMAC: previousMAC)
+                                 eventType: eventType, recordedAtMillis: recordedAt, chainMAC: previousMAC)
         return (header, headerLength)
     }
 
@@ -280,7 +375,7 @@ public struct Envelope: Sendable {
         guard userCount <= maxIdLength else { throw EnvelopeError.idTooLong(header.userId) }
         guard cipherCount <= maxIdLength else { throw EnvelopeError.idTooLong(header.cipherId) }
         let chained = header.formatVersion >= chainedFormatVersion
-        if chained, let previous = header.previousMAC, previous.count != macBytes {
+        if chained, let previous = header.chainMAC, previous.count != macBytes {
             throw EnvelopeError.malformed(sequence: header.sequence, reason: "previous MAC of \(previous.count) bytes (expected \(macBytes))")
         }
         return fixedHeaderBytes + 2 + userCount + cipherCount + (chained ? macBytes : 0)
@@ -311,8 +406,8 @@ public struct Envelope: Sendable {
         putId(header.userId)
         putId(header.cipherId)
         if header.formatVersion >= chainedFormatVersion {
-            let previous = header.previousMAC ?? chainStart
-            previous.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[o..<o + macBytes]).copyMemory(from: $0) }
+            let target = UnsafeMutableRawBufferPointer(rebasing: out[o..<o + macBytes])
+            if let previous = header.chainMAC { previous.write(to: target) } else { target.initializeMemory(as: UInt8.self, repeating: 0) }
             o += macBytes
         }
         precondition(o == length, "header length \(length) does not match its fields (\(o))")

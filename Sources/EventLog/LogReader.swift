@@ -229,7 +229,7 @@ public struct LogReader {
     /// without copying bodies (no key needed). Stops when `body` returns false.
     public func forEachHeader(userId: String, after: UInt64 = 0, _ body: (EventHeader) throws -> Bool) throws {
         try forEachIndexedEvent(userId: userId, after: after) { sequence, value in
-            let header = try Envelope.parseHeader(raw: value).header
+            let header = try Envelope.parseHeader(raw: value, userId: userId).header
             try Self.checkIndexed(header, sequence: sequence, userId: userId)
             return try body(header)
         }

@@ -202,8 +202,8 @@ let keyB = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSo
         #expect(parsed.header == (try Envelope(bytes: bytes)).header)
     }
 
-    /// An event filed under another user's index entries is refused by the batch read, not
-    /// returned as the reader's user's.
+    /// An event filed under another user's index entries is refused by the batch read and the
+    /// header walk, not returned as the reader's user's.
     @Test func batchRead_refusesAnotherUsersEventUnderTheUsersIndex() throws {
         let dir = TemporaryDirectory()
         let store = try openStore(dir)
@@ -211,8 +211,32 @@ let keyB = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSo
         // User-b's event (sequence 2) listed under user-a too.
         try store.environment.write { txn in try txn.put(store.index, key: IndexKey.user("user-a", 2), value: []) }
         #expect(throws: EnvelopeError.self) { _ = try store.read { try $0.envelopes(userId: "user-a", after: 1, limit: 10) } }
+        #expect(throws: EnvelopeError.self) { try store.read { try $0.forEachHeader(userId: "user-a", after: 1) { _ in true } } }
         let b = try store.read { try $0.envelopes(userId: "user-b", after: 0, limit: 10) }
         #expect(b.map(\.header.userId) == ["user-b"])
+    }
+
+    /// The previous MAC is kept inline but reads, compares, hashes and codes as the array it
+    /// was set to; one of another length reads back as set and sealing refuses it.
+    @Test func previousMAC_behavesAsTheArrayItWasSetTo() throws {
+        let mac = (0..<32).map { UInt8($0 * 7 % 251) }
+        var header = EventHeader(sequence: 4, userId: "u", cipherId: "c", eventType: 1, recordedAtMillis: 5, previousMAC: mac)
+        #expect(header.previousMAC == mac)
+        let sealed = try Envelope(bytes: Envelope.seal(header: header, body: [1], key: keyA, iv: [UInt8](repeating: 0, count: 16)[...]))
+        #expect(sealed.header == header)
+        #expect(sealed.header.previousMAC == mac)
+        #expect(Set([sealed.header, header]).count == 1)
+        let json = try JSONEncoder().encode(header)
+        #expect(String(decoding: json, as: UTF8.self).contains("\"previousMAC\":[0,7,14,"))
+        #expect(try JSONDecoder().decode(EventHeader.self, from: json) == header)
+        var other = header
+        other.previousMAC = Array(mac.dropLast()) + [255]
+        #expect(other != header)
+        header.previousMAC = Array(mac.prefix(31))
+        #expect(header.previousMAC == Array(mac.prefix(31)))
+        #expect(throws: EnvelopeError.self) { try Envelope.seal(header: header, body: [1], key: keyA, iv: [UInt8](repeating: 0, count: 16)[...]) }
+        header.previousMAC = nil
+        #expect(try Envelope(bytes: Envelope.seal(header: header, body: [1], key: keyA, iv: [UInt8](repeating: 0, count: 16)[...])).header.previousMAC == Envelope.chainStart)
     }
 
     @Test func envelopeOfNewerVersion_reportsUnsupportedVersion() throws {
