@@ -117,21 +117,6 @@ enum ChainMAC: Sendable, Hashable {
         guard case .inline(let a, let b, let c, let d) = self else { preconditionFailure("previous MAC of \(count) bytes") }
         withUnsafeBytes(of: (a, b, c, d)) { out.copyMemory(from: $0) }
     }
-
-    static func == (lhs: ChainMAC, rhs: ChainMAC) -> Bool {
-        switch (lhs, rhs) {
-        case (.inline(let a, let b, let c, let d), .inline(let e, let f, let g, let h)): return a == e && b == f && c == g && d == h
-        case (.other(let x), .other(let y)): return x == y
-        default: return false
-        }
-    }
-
-    func hash(into hasher: inout Hasher) {
-        switch self {
-        case .inline(let a, let b, let c, let d): hasher.combine(a); hasher.combine(b); hasher.combine(c); hasher.combine(d)
-        case .other(let bytes): hasher.combine(bytes)
-        }
-    }
 }
 
 /// Why stored bytes are not a readable envelope or event.

@@ -204,6 +204,12 @@ enum LibCryptoCBC {
                                encrypting ? 1 : 0, nil) == 1
         }
         guard initialised else { return nil }
+        return run(ctx, input, into: output)
+    }
+
+    /// Runs one whole message through `ctx`, already set up with key and IV: the number of bytes
+    /// written to `output`, or nil if libcrypto refused (malformed padding on decryption).
+    static func run(_ ctx: OpaquePointer, _ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int? {
         let out = output.bindMemory(to: UInt8.self).baseAddress!
         var updated: Int32 = 0
         var final: Int32 = 0

@@ -49,15 +49,19 @@ public final class KeyedAESCBC: Sendable {
     /// the caller has checked. Throws ``VaultCryptoError/decryptionFailed`` for a ciphertext that
     /// is not whole blocks or whose padding is malformed.
     public func decryptVerified(_ ciphertext: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer) throws -> [UInt8] {
-        guard ciphertext.count > 0, ciphertext.count % 16 == 0 else { throw VaultCryptoError.decryptionFailed }
-        var failed = false
-        // EVP writes up to one block more than it keeps while it holds back the last block.
-        let plain = [UInt8](unsafeUninitializedCapacity: ciphertext.count + 16) { buffer, count in
-            let written = crypt(ciphertext, encrypting: false, iv: iv, into: UnsafeMutableRawBufferPointer(buffer))
-            failed = written == nil
-            count = written ?? 0
+        #if canImport(CLibCrypto)
+        if AESCBC.Backend.preferred == .libcrypto, ciphertext.count > 0, ciphertext.count % 16 == 0 {
+            var failed = false
+            // EVP writes up to one block more than it keeps while it holds back the last block.
+            let plain = [UInt8](unsafeUninitializedCapacity: ciphertext.count + 16) { buffer, count in
+                let written = crypt(ciphertext, encrypting: false, iv: iv, into: UnsafeMutableRawBufferPointer(buffer))
+                failed = written == nil
+                count = written ?? 0
+            }
+            if !failed { return plain }
         }
-        if !failed { return plain }
+        #endif
+        // Not whole blocks, bad padding or no libcrypto: the one-shot path checks and says why.
         return try AESCBC.decryptVerified(ciphertext, key: key, iv: iv)
     }
 
@@ -89,20 +93,12 @@ public final class KeyedAESCBC: Sendable {
             EVP_CIPHER_CTX_free(ctx)
             return nil
         }
-        let out = output.bindMemory(to: UInt8.self).baseAddress!
-        var updated: Int32 = 0
-        var final: Int32 = 0
-        if input.count > 0,
-           EVP_CipherUpdate(ctx, out, &updated, input.bindMemory(to: UInt8.self).baseAddress, Int32(input.count)) != 1 {
-            EVP_CIPHER_CTX_free(ctx)
-            return nil
-        }
-        guard EVP_CipherFinal_ex(ctx, out + Int(updated), &final) == 1 else {
+        guard let written = LibCryptoCBC.run(ctx, input, into: output) else {
             EVP_CIPHER_CTX_free(ctx)
             return nil
         }
         giveBack(context, encrypting: encrypting)
-        return Int(updated + final)
+        return written
         #else
         return nil
         #endif
