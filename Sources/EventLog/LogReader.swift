@@ -281,6 +281,20 @@ public struct LogReader {
         return out
     }
 
+    /// ``envelopes(userId:after:limit:)`` without copying: each event where LMDB maps it, valid
+    /// only inside this read transaction (see ``MappedEvent``); nothing about them is checked
+    /// until each is opened.
+    package func mappedEvents(userId: String, after: UInt64, limit: Int) throws -> [MappedEvent] {
+        var out: [MappedEvent] = []
+        guard limit > 0 else { return out }
+        out.reserveCapacity(Swift.min(limit, 4096))
+        try forEachIndexedEvent(userId: userId, after: after) { sequence, value in
+            out.append(MappedEvent(sequence: sequence, raw: value))
+            return out.count < limit
+        }
+        return out
+    }
+
     /// The user ids that have events (from the index, no key needed).
     public func userIds() throws -> [String] {
         var users: [String] = []

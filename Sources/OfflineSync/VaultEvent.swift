@@ -297,43 +297,54 @@ public struct VaultEvent: Sendable, Equatable {
     /// The small fields of a canonical operation body and where its cipher's JSON object is,
     /// read without decoding the cipher; nil for any other shape.
     static func operationFields(_ plaintext: [UInt8]) -> OperationFields? {
-        plaintext.withUnsafeBufferPointer { b -> OperationFields? in
-            func starts(_ literal: StaticString, at offset: Int) -> Bool {
-                let n = literal.utf8CodeUnitCount
-                guard offset >= 0, offset + n <= b.count else { return false }
-                return memcmp(b.baseAddress! + offset, literal.utf8Start, n) == 0
-            }
-            /// A JSON string without escapes starting at `offset` (at its opening quote).
-            func string(at offset: Int) -> (String, end: Int)? {
-                guard offset < b.count, b[offset] == UInt8(ascii: "\"") else { return nil }
-                var i = offset + 1
-                while i < b.count, b[i] != UInt8(ascii: "\""), b[i] != UInt8(ascii: "\\") { i += 1 }
-                guard i < b.count, b[i] == UInt8(ascii: "\"") else { return nil }
-                return (String(decoding: UnsafeBufferPointer(rebasing: b[(offset + 1)..<i]), as: UTF8.self), i + 1)
-            }
-            guard starts("{\"at\":", at: 0), let (atText, afterAt) = string(at: 6),
-                  let at = try? BitwardenDate(atText) else { return nil }
-            var offset = afterAt
-            var base: BitwardenDate?
-            if starts(",\"baseRevisionDate\":", at: offset) {
-                guard let (text, end) = string(at: offset + 20), let date = try? BitwardenDate(text) else { return nil }
-                base = date
-                offset = end
-            }
-            guard starts(",\"cipher\":{", at: offset) else { return nil }
-            let passwordChanged: Bool
-            let cipherEnd: Int
-            if starts("},\"passwordChanged\":true,\"v\":1}", at: b.count - 31) {
-                passwordChanged = true
-                cipherEnd = b.count - 30
-            } else if starts("},\"passwordChanged\":false,\"v\":1}", at: b.count - 32) {
-                passwordChanged = false
-                cipherEnd = b.count - 31
-            } else {
-                return nil
-            }
-            return OperationFields(at: at, baseRevisionDate: base, passwordChanged: passwordChanged, cipher: (offset + 10)..<cipherEnd)
+        plaintext.withUnsafeBytes { operationFields(head: $0, tail: $0, count: $0.count) }
+    }
+
+    /// ``operationFields(_:)`` from the two ends of a body only: `head` its first bytes, `tail`
+    /// its last bytes, `count` its length (the bytes between are not needed: the small fields
+    /// come before the cipher's JSON and after it). Nil as well when a field runs past `head`
+    /// (then read the whole body).
+    static func operationFields(head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer, count: Int) -> OperationFields? {
+        let tailStart = count - tail.count
+        /// Whether `literal` is at `offset`, wholly inside one of the two ends.
+        func starts(_ literal: StaticString, at offset: Int) -> Bool {
+            let n = literal.utf8CodeUnitCount
+            if offset >= 0, offset + n <= head.count { return memcmp(head.baseAddress! + offset, literal.utf8Start, n) == 0 }
+            if offset >= tailStart, offset + n <= count { return memcmp(tail.baseAddress! + (offset - tailStart), literal.utf8Start, n) == 0 }
+            return false
         }
+        /// A date written as a JSON string without escapes starting at `offset` (at its opening
+        /// quote) inside `head`, and where it ends.
+        func date(at offset: Int) -> (BitwardenDate, end: Int)? {
+            guard offset < head.count, head[offset] == UInt8(ascii: "\"") else { return nil }
+            var i = offset + 1
+            while i < head.count, head[i] != UInt8(ascii: "\""), head[i] != UInt8(ascii: "\\") { i += 1 }
+            guard i < head.count, head[i] == UInt8(ascii: "\""),
+                  let date = try? BitwardenDate(String(decoding: UnsafeRawBufferPointer(rebasing: head[(offset + 1)..<i]), as: UTF8.self)) else { return nil }
+            return (date, i + 1)
+        }
+        guard starts("{\"at\":", at: 0), let (at, afterAt) = date(at: 6) else { return nil }
+        var offset = afterAt
+        var base: BitwardenDate?
+        if starts(",\"baseRevisionDate\":", at: offset) {
+            guard let (date, end) = date(at: offset + 20) else { return nil }
+            base = date
+            offset = end
+        }
+        guard starts(",\"cipher\":{", at: offset) else { return nil }
+        let passwordChanged: Bool
+        let cipherEnd: Int
+        if starts("},\"passwordChanged\":true,\"v\":1}", at: count - 31) {
+            passwordChanged = true
+            cipherEnd = count - 30
+        } else if starts("},\"passwordChanged\":false,\"v\":1}", at: count - 32) {
+            passwordChanged = false
+            cipherEnd = count - 31
+        } else {
+            return nil
+        }
+        guard offset + 10 <= cipherEnd else { return nil }
+        return OperationFields(at: at, baseRevisionDate: base, passwordChanged: passwordChanged, cipher: (offset + 10)..<cipherEnd)
     }
 
     /// What ``operationFields(_:)`` reads.

@@ -64,12 +64,12 @@ extension VaultLogStore {
         var deferred = checkpointSnapshots
         if !Self.eagerFolds.load(ordering: .relaxed) {
             try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: true)
-            if Self.materialize(deferred, into: &projection) { return }
+            if materialize(deferred, into: &projection, key: key) { return }
             logger.warning("a pending item's latest snapshot does not decode; folding again eagerly", metadata: ["user": "\(userId)"])
             projection = start
         }
         // Eager: the checkpoint's snapshots first; one that does not decode means no checkpoint.
-        if !Self.materialize(checkpointSnapshots, into: &start) { start = Projection(userId: userId) }
+        if !materialize(checkpointSnapshots, into: &start, key: key) { start = Projection(userId: userId) }
         projection = start
         deferred.removeAll()
         try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: false)
@@ -83,7 +83,7 @@ extension VaultLogStore {
         var lazy = Projection(userId: userId)
         var deferred = DeferredSnapshots()
         try foldLoop(into: &lazy, userId: userId, upTo: .max, key: keys.sealing, deferred: &deferred, lazy: true)
-        guard Self.materialize(deferred, into: &lazy) else { return "a deferred snapshot of user \(userId) did not decode" }
+        guard materialize(deferred, into: &lazy, key: keys.sealing) else { return "a deferred snapshot of user \(userId) did not decode" }
         var eager = Projection(userId: userId)
         try foldLoop(into: &eager, userId: userId, upTo: .max, key: keys.sealing, deferred: &deferred, lazy: false)
         if lazy != eager {
@@ -103,19 +103,47 @@ extension VaultLogStore {
     /// snapshots): tests compare the two.
     package static let eagerFolds = Atomic<Bool>(false)
 
-    /// The JSON of the latest snapshot of items, by cipher id, with the sequence of its event.
-    typealias DeferredSnapshots = [String: (sequence: UInt64, json: ArraySlice<UInt8>)]
+    /// The latest snapshot of items, by cipher id, with the sequence of its event: its JSON when
+    /// a checkpoint held it, nil when it is still in the log (the event at that sequence).
+    typealias DeferredSnapshots = [String: (sequence: UInt64, json: ArraySlice<UInt8>?)]
 
     /// Decodes the deferred snapshots of items still pending whose latest version they are (in
-    /// parallel); false if one does not decode.
+    /// parallel); false if one does not decode. A snapshot left in the log is read again (one
+    /// read transaction for all) and opened first: a lazy fold keeps no plaintext, so the events
+    /// that are a pending item's latest version are read a second time, and only those. False
+    /// as well when such an event is gone (compacted meanwhile) or is not that item's operation.
+    func materialize(_ deferred: DeferredSnapshots, into projection: inout Projection, key: SealingKey) -> Bool {
+        let inLog = deferred.filter { id, entry in
+            entry.json == nil && projection.pending[id]?.versionSequences.last == entry.sequence
+        }.map { (id: $0.key, sequence: $0.value.sequence) }
+        guard !inLog.isEmpty else { return Self.materialize(deferred, into: &projection) }
+        let userId = projection.userId
+        guard let envelopes = try? log.read({ reader in try inLog.map { try reader.envelope(at: $0.sequence) } }) else { return false }
+        let opened = parallelMap(count: inLog.count, threshold: 64) { i -> ArraySlice<UInt8>? in
+            guard let envelope = envelopes[i], envelope.header.userId == userId, envelope.header.cipherId == inLog[i].id,
+                  VaultEventType(rawValue: envelope.header.eventType)?.isOperation == true,
+                  let plaintext = try? envelope.open(key: key), let fields = VaultEvent.operationFields(plaintext) else { return nil }
+            return plaintext[fields.cipher]
+        }
+        var resolved = deferred
+        for (entry, json) in zip(inLog, opened) {
+            guard let json else { return false }
+            resolved[entry.id] = (entry.sequence, json)
+        }
+        return Self.materialize(resolved, into: &projection)
+    }
+
+    /// ``materialize(_:into:key:)`` for snapshots whose JSON is at hand (a checkpoint's): false
+    /// if one still due is in the log.
     static func materialize(_ deferred: DeferredSnapshots, into projection: inout Projection) -> Bool {
         // By dictionary index: `pending[id]?.latest = …` moved each change out and back in.
         var indices: [Dictionary<String, PendingChange>.Index] = []
         var jsons: [ArraySlice<UInt8>] = []
         for (id, entry) in deferred {
             if let i = projection.pending.index(forKey: id), projection.pending.values[i].versionSequences.last == entry.sequence {
+                guard let json = entry.json else { return false }
                 indices.append(i)
-                jsons.append(entry.json)
+                jsons.append(json)
             }
         }
         let due = jsons
@@ -130,26 +158,45 @@ extension VaultLogStore {
     }
 
     /// The fold's loop; with `deferred`, lazy (see the public form).
-    ///
-    /// While a full batch is opened and applied, the next one is read on another thread (its
-    /// own short read transaction, as every batch has): reading and applying run on one core
-    /// each, so the other core would otherwise wait. The prefetch assumes the batch folds up to
-    /// its last event, which a fold always does; it is always awaited before the loop returns.
     private func foldLoop(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
                           deferred: inout DeferredSnapshots, lazy: Bool) throws {
-        var prefetched: BatchRead?
+        if lazy {
+            // Each batch read and opened in one read transaction, where LMDB maps the events.
+            try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred,
+                            read: { [self] after in try readOpenedBatch(userId: userId, after: after, key: key) },
+                            apply: { [self] batch, projection, deferred in applyOpened(batch, to: &projection, deferred: &deferred) })
+        } else {
+            try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred,
+                            read: { [self] after in try readBatch(userId: userId, after: after) },
+                            apply: { [self] batch, projection, _ in apply(batch, to: &projection, key: key) })
+        }
+    }
+
+    /// Folds batches of ``foldBatch`` events in order; `read` gives the batch after a sequence
+    /// (nil when a compaction removed some of it), `apply` folds one.
+    ///
+    /// While a full batch is applied, the next one is read (and, lazily, opened) on another
+    /// thread, in its own short read transaction as every batch has: the apply is serial, so
+    /// the other core would otherwise wait. The prefetch assumes the batch folds up to its last
+    /// event, which a fold always does; it is always awaited before the loop returns.
+    private func foldBatches<Event: FoldedEvent>(
+        into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
+        deferred: inout DeferredSnapshots, read: @escaping @Sendable (UInt64) throws -> [Event]?,
+        apply: ([Event], inout Projection, inout DeferredSnapshots) -> Void
+    ) throws {
+        var prefetched: BatchRead<Event>?
         defer { prefetched?.wait() }
         while true {
-            let read: [Envelope]?
+            let batchRead: [Event]?
             if let pending = prefetched, pending.after == projection.lastSequence {
                 prefetched = nil
-                read = try pending.result()
+                batchRead = try pending.result()
             } else {
                 prefetched?.wait()
                 prefetched = nil
-                read = try readBatch(userId: userId, after: projection.lastSequence)
+                batchRead = try read(projection.lastSequence)
             }
-            guard let read else {
+            guard let batchRead else {
                 let horizon = try horizon(userId: userId)
                 guard sequence >= horizon, let snapshot = try snapshotProjection(userId: userId, key: key) else {
                     throw OfflineSyncError.compacted(userId: userId, sequence: sequence, horizon: horizon)
@@ -159,17 +206,13 @@ extension VaultLogStore {
                 continue
             }
             // In sequence order: only a batch that runs past `sequence` needs cutting.
-            let batch = (read.last?.header.sequence ?? 0) <= sequence ? read : read.filter { $0.header.sequence <= sequence }
+            let batch = (batchRead.last?.header.sequence ?? 0) <= sequence ? batchRead : batchRead.filter { $0.header.sequence <= sequence }
             guard !batch.isEmpty else { return }
             if batch.count == Self.foldBatch, let last = batch.last?.header.sequence, last < sequence {
-                prefetched = BatchRead(after: last) { [self] in try readBatch(userId: userId, after: last) }
+                prefetched = BatchRead(after: last) { try read(last) }
             }
             // One event that cannot be opened or decoded quarantines its item only.
-            if lazy {
-                applyLazily(batch, to: &projection, key: key, deferred: &deferred)
-            } else {
-                apply(batch, to: &projection, key: key)
-            }
+            apply(batch, &projection, &deferred)
             guard batch.count == Self.foldBatch else { return }
         }
     }
@@ -180,6 +223,24 @@ extension VaultLogStore {
         try log.read { reader -> [Envelope]? in
             guard try reader.horizon(userId: userId) <= after else { return nil }
             return try reader.envelopes(userId: userId, after: after, limit: Self.foldBatch)
+        }
+    }
+
+    /// The user's next batch of events after `after`, each opened (on all cores) where LMDB maps
+    /// it, inside the batch's read transaction: no copy of an envelope and no plaintext outlives
+    /// its opening, and the thread that allocates a plaintext frees it. Nil when a compaction
+    /// removed some of the batch. Throws what reading the envelopes throws (an event that is not
+    /// the one its index entry names); an event that does not authenticate or decode is returned
+    /// as ``OpenedEvent/Opened/failed(_:)``.
+    private func readOpenedBatch(userId: String, after: UInt64, key: SealingKey) throws -> [OpenedEvent]? {
+        try log.read { reader -> [OpenedEvent]? in
+            guard try reader.horizon(userId: userId) <= after else { return nil }
+            let mapped = try reader.mappedEvents(userId: userId, after: after, limit: Self.foldBatch)
+            let batch = parallelMap(count: mapped.count, threshold: 256) { i in OpenedEvent(mapped[i], userId: userId, key: key) }
+            for event in batch {
+                if case .notAnEvent(let error) = event.opened { throw error }
+            }
+            return batch
         }
     }
 
@@ -242,43 +303,27 @@ extension VaultLogStore {
         return last
     }
 
-    /// ``apply(_:to:key:)`` without decoding any operation's cipher: each canonical operation
-    /// body is read for its small fields, and the cipher's JSON of an event that became its
-    /// item's latest version is kept in `deferred` for ``materialize(_:into:)``.
-    private func applyLazily(_ batch: [Envelope], to projection: inout Projection, key: SealingKey,
-                             deferred: inout DeferredSnapshots) {
-        /// An opened event: a canonical operation's small fields and its plaintext, or a decoded
-        /// event (boxed: the rare case keeps every result small to move).
-        enum Opened {
-            case fields(VaultEventType, VaultEvent.OperationFields, [UInt8])
-            indirect case event(VaultEvent)
-        }
-        let opened = parallelMap(count: batch.count, threshold: 256) { i in
-            Result { () -> Opened in
-                let envelope = batch[i]
-                guard let type = VaultEventType(rawValue: envelope.header.eventType), type.isOperation else {
-                    return .event(try VaultEvent(envelope: envelope, key: key))
-                }
-                let plaintext = try envelope.open(key: key)
-                if let fields = VaultEvent.operationFields(plaintext) { return .fields(type, fields, plaintext) }
-                return .event(try VaultEvent(header: envelope.header, plaintext: plaintext))
-            }
-        }
-        for (envelope, result) in zip(batch, opened) {
-            let header = envelope.header
-            switch result {
-            case .success(.fields(let type, let fields, let plaintext)):
+    /// ``apply(_:to:key:)`` for events opened by ``readOpenedBatch(userId:after:key:)``, without
+    /// decoding any operation's cipher: each canonical operation body was read for its small
+    /// fields, and the sequence of an event that became its item's latest version is kept in
+    /// `deferred` for ``materialize(_:into:key:)`` (no plaintext is kept: the few events still
+    /// latest at the end are read again).
+    func applyOpened(_ batch: [OpenedEvent], to projection: inout Projection, deferred: inout DeferredSnapshots) {
+        for event in batch {
+            let header = event.header
+            switch event.opened {
+            case .fields(let type, let fields):
                 // Applied (not skipped for a quarantine) and now the item's latest version.
                 if projection.applyOperationFields(header, type: type, passwordChanged: fields.passwordChanged,
                                                    baseRevisionDate: fields.baseRevisionDate, at: fields.at) {
-                    deferred[header.cipherId] = (header.sequence, plaintext[fields.cipher])
+                    deferred[header.cipherId] = (header.sequence, nil)
                 }
-            case .success(.event(let event)):
+            case .event(let event):
                 // A quarantined item's later events are not applied: its latest version stays.
                 let applied = !projection.isQuarantined(event.cipherId)
                 projection.apply(event)
                 if applied, event.type.isOperation { deferred[event.cipherId] = nil }
-            case .failure(let error):
+            case .failed(let error), .notAnEvent(let error):
                 logger.error("event cannot be read; its item is quarantined", metadata: [
                     "sequence": "\(header.sequence)", "cipher": "\(header.cipherId)", "error": "\(error)"])
                 projection.quarantine(header, reason: "\(error)")
@@ -461,12 +506,12 @@ extension VaultLogStore {
 }
 
 /// A batch read started on another thread (the fold's prefetch), with the sequence it reads after.
-private struct BatchRead {
+private struct BatchRead<Event: Sendable> {
     /// The sequence the batch was read after.
     let after: UInt64
-    private let work: BackgroundWork<[Envelope]?>
+    private let work: BackgroundWork<[Event]?>
 
-    init(after: UInt64, _ read: @escaping @Sendable () throws -> [Envelope]?) {
+    init(after: UInt64, _ read: @escaping @Sendable () throws -> [Event]?) {
         self.after = after
         work = BackgroundWork(read)
     }
@@ -475,5 +520,87 @@ private struct BatchRead {
     func wait() { work.wait() }
 
     /// The batch, or the read's error.
-    func result() throws -> [Envelope]? { try work.result() }
+    func result() throws -> [Event]? { try work.result() }
+}
+
+/// What a fold's batch holds: events in sequence order, each with its header.
+protocol FoldedEvent: Sendable {
+    var header: EventHeader { get }
+}
+
+extension Envelope: FoldedEvent {}
+
+/// An event of the lazy fold, opened where LMDB maps it: its header and what its body gave.
+struct OpenedEvent: FoldedEvent {
+    enum Opened {
+        /// A canonical operation's small fields (its cipher left in the log).
+        case fields(VaultEventType, VaultEvent.OperationFields)
+        /// Any other event, decoded (boxed: the rare case keeps every result small to move).
+        indirect case event(VaultEvent)
+        /// Why the event cannot be read: its item is quarantined.
+        case failed(any Error)
+        /// Why the stored bytes are not the event their index entry names (what reading them
+        /// as an envelope throws): the fold stops with this error.
+        case notAnEvent(any Error)
+    }
+
+    let header: EventHeader
+    let opened: Opened
+
+    /// Opens `mapped` as an event of `userId`. Not throwing (a batch is opened on all cores
+    /// into one array): what reading it as an envelope would throw is ``Opened/notAnEvent(_:)``,
+    /// with a header that names only its sequence.
+    ///
+    /// An operation's small fields sit at the two ends of its canonical body (the date and base
+    /// revision before the cipher's JSON, the password flag after it), so only those ends are
+    /// decrypted (``headBlocks`` and ``tailBlocks`` AES blocks) once the MAC over the whole
+    /// event has matched; a body of any other shape, or too short, is decrypted whole and read
+    /// as before.
+    init(_ mapped: MappedEvent, userId: String, key: SealingKey) {
+        let body: Result<AuthenticatedBody, EnvelopeError>
+        do {
+            (header, body) = try mapped.authenticate(userId: userId, key: key)
+        } catch {
+            header = EventHeader(sequence: mapped.sequence, userId: userId, cipherId: "", eventType: 0, recordedAtMillis: 0)
+            opened = .notAnEvent(error)
+            return
+        }
+        do {
+            let body = try body.get()
+            let type = VaultEventType(rawValue: header.eventType)
+            if let type, type.isOperation, let fields = try Self.fieldsFromTheEnds(body) {
+                opened = .fields(type, fields)
+                return
+            }
+            let plaintext = try body.plaintext().get()
+            if let type, type.isOperation, let fields = VaultEvent.operationFields(plaintext) {
+                opened = .fields(type, fields)
+            } else {
+                opened = .event(try VaultEvent(header: header, plaintext: plaintext))
+            }
+        } catch {
+            opened = .failed(error)
+        }
+    }
+
+    /// The small fields of a canonical operation body, from its ends only; nil when the body
+    /// is too short or not of that shape (read it whole).
+    private static func fieldsFromTheEnds(_ body: AuthenticatedBody) throws -> VaultEvent.OperationFields? {
+        try withUnsafeTemporaryAllocation(byteCount: (headBlocks + 2) * 16, alignment: 16) { head in
+            try withUnsafeTemporaryAllocation(byteCount: (tailBlocks + 1) * 16, alignment: 16) { tail in
+                guard let (tailCount, count) = try body.decryptEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, head: head, tail: tail)?.get() else {
+                    return nil
+                }
+                return VaultEvent.operationFields(head: UnsafeRawBufferPointer(rebasing: head[..<(headBlocks * 16)]),
+                                                  tail: UnsafeRawBufferPointer(rebasing: tail[..<tailCount]), count: count)
+            }
+        }
+    }
+
+    /// AES blocks decrypted at the start of an operation's body: its date and base revision and
+    /// the cipher's opening (97 bytes with two canonical dates, 107 with two dates of 33
+    /// characters; a longer head is read from the whole body).
+    static let headBlocks = 8
+    /// AES blocks decrypted at its end: the password flag, the version and up to 16 bytes of padding.
+    static let tailBlocks = 3
 }

@@ -65,6 +65,55 @@ public final class KeyedAESCBC: Sendable {
         return try AESCBC.decryptVerified(ciphertext, key: key, iv: iv)
     }
 
+    /// Decrypts only the first `headBlocks` and the last `tailBlocks` blocks of a ciphertext
+    /// whose MAC the caller has checked (CBC decrypts any block from it and the block before
+    /// it): for a reader that needs a few fields at the two ends of a long message. The tail's
+    /// padding is checked and removed as ``decryptVerified(_:iv:)`` does.
+    ///
+    /// `head` gets `headBlocks × 16` plaintext bytes (room for two blocks more, which libcrypto
+    /// may ask for) and `tail` up to `tailBlocks × 16` (room for one more); returns how many of
+    /// `tail`'s bytes are plaintext and
+    /// the length of the whole plaintext. Nil when the ciphertext has fewer than
+    /// `headBlocks + 1 + tailBlocks` blocks (decrypt it whole) or there is no libcrypto (the
+    /// portable path decrypts whole messages only). Throws ``VaultCryptoError/decryptionFailed``
+    /// for malformed padding.
+    public func decryptEnds(_ ciphertext: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer, headBlocks: Int, tailBlocks: Int,
+                            head: UnsafeMutableRawBufferPointer, tail: UnsafeMutableRawBufferPointer) throws -> (tail: Int, plaintext: Int)? {
+        precondition(headBlocks > 0 && tailBlocks > 0 && iv.count == 16, "decryptEnds: blocks at both ends and a 16-byte IV")
+        precondition(head.count >= (headBlocks + 2) * 16 && tail.count >= (tailBlocks + 1) * 16, "decryptEnds: output buffers too small")
+        #if canImport(CLibCrypto)
+        let blocks = ciphertext.count / 16
+        guard AESCBC.Backend.preferred == .libcrypto, ciphertext.count % 16 == 0, blocks >= headBlocks + 1 + tailBlocks else { return nil }
+        let tailStart = (blocks - tailBlocks) * 16
+        guard let context = takeContext(encrypting: false) else { return nil }
+        let ctx = context.pointer
+        let input = ciphertext.bindMemory(to: UInt8.self).baseAddress!
+        // The tail, as a message of its own: its IV is the ciphertext block before it.
+        guard EVP_CipherInit_ex2(ctx, nil, nil, input + tailStart - 16, 0, nil) == 1 else {
+            EVP_CIPHER_CTX_free(ctx)
+            return nil
+        }
+        guard let tailCount = LibCryptoCBC.run(ctx, UnsafeRawBufferPointer(rebasing: ciphertext[tailStart...]), into: tail) else {
+            EVP_CIPHER_CTX_free(ctx)
+            throw VaultCryptoError.decryptionFailed
+        }
+        // The head: a decryption with padding holds its last block back until the final call,
+        // so one block more goes in and the final call is never made (no padding check in the
+        // middle of the message). The next message's IV set-up starts the context afresh.
+        var written: Int32 = 0
+        guard EVP_CipherInit_ex2(ctx, nil, nil, iv.bindMemory(to: UInt8.self).baseAddress, 0, nil) == 1,
+              EVP_CipherUpdate(ctx, head.bindMemory(to: UInt8.self).baseAddress, &written, input, Int32((headBlocks + 1) * 16)) == 1,
+              written == Int32(headBlocks * 16) else {
+            EVP_CIPHER_CTX_free(ctx)
+            return nil
+        }
+        giveBack(context, encrypting: false)
+        return (tailCount, tailStart + tailCount)
+        #else
+        return nil
+        #endif
+    }
+
     /// ``AESCBC/encrypt(_:key:iv:into:backend:)`` with this key: writes the padded ciphertext to
     /// the start of `output` (at least ``AESCBC/ciphertextCount(plaintextCount:)`` bytes) and
     /// returns its length.

@@ -212,8 +212,38 @@ let keyB = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSo
         try store.environment.write { txn in try txn.put(store.index, key: IndexKey.user("user-a", 2), value: []) }
         #expect(throws: EnvelopeError.self) { _ = try store.read { try $0.envelopes(userId: "user-a", after: 1, limit: 10) } }
         #expect(throws: EnvelopeError.self) { try store.read { try $0.forEachHeader(userId: "user-a", after: 1) { _ in true } } }
+        #expect(throws: EnvelopeError.self) {
+            try store.read { reader in try reader.mappedEvents(userId: "user-a", after: 1, limit: 10).forEach { _ = try $0.open(userId: "user-a", key: keyA) } }
+        }
         let b = try store.read { try $0.envelopes(userId: "user-b", after: 0, limit: 10) }
         #expect(b.map(\.header.userId) == ["user-b"])
+    }
+
+    /// Opening an event where LMDB maps it gives what copying it out and opening the copy
+    /// gives; one whose MAC fails comes back as that failure (a fold quarantines its item), not
+    /// as an error of the read.
+    @Test func mappedEvents_openAsTheirCopiesDo() throws {
+        let dir = TemporaryDirectory()
+        let store = try openStore(dir)
+        try store.append((1...6).map { event($0, user: $0 == 4 ? "user-b" : "user-a", bodySize: 40 * $0) }, key: keyA)
+        try store.environment.write { txn in
+            var bytes = try #require(try txn.get(store.events, key: sequenceKey(3)))
+            bytes[bytes.count - 1] ^= 1
+            try txn.put(store.events, key: sequenceKey(3), value: bytes)
+        }
+        let copies = try store.read { try $0.envelopes(userId: "user-a", after: 0, limit: 10) }
+        let opened = try store.read { reader in
+            try reader.mappedEvents(userId: "user-a", after: 0, limit: 10).map { try $0.open(userId: "user-a", key: keyA) }
+        }
+        #expect(opened.map(\.header.sequence) == [1, 2, 3, 5, 6])
+        #expect(opened.map(\.header) == copies.map(\.header))
+        for (copy, (_, plaintext)) in zip(copies, opened) {
+            switch plaintext {
+            case .success(let bytes): #expect(bytes == (try copy.open(key: keyA)))
+            case .failure(let error): #expect(error == .authenticationFailed(sequence: 3) && copy.header.sequence == 3)
+            }
+        }
+        #expect(try store.read { try $0.mappedEvents(userId: "user-a", after: 1, limit: 2).map(\.sequence) } == [2, 3])
     }
 
     /// The previous MAC is kept inline but reads, compares, hashes and codes as the array it

@@ -20,6 +20,36 @@ import EventLog
         return h
     }
 
+    /// A lazy fold keeps no plaintext: it reads each pending item's latest event again at the
+    /// end. That event must be the item's operation at the sequence the fold saw; one that is
+    /// gone (compacted meanwhile) or is another item's refuses the shortcut (the fold then runs
+    /// eagerly), and a right one gives the snapshot the eager fold gives.
+    @Test func materialize_readsTheLatestEventAgain_andRefusesAnotherOne() async throws {
+        let h = try await Self.twoPendingItems()
+        let key = try h.store.keys(h.userId).sealing
+        let eager = try h.store.projection(userId: h.userId)
+        #expect(try h.store.lazyFoldDisagreement(userId: h.userId) == nil)
+        let bank = try #require(eager.pending["server-Bank"]), mail = try #require(eager.pending["server-Mail"])
+        let bankAt = try #require(bank.versionSequences.last), mailAt = try #require(mail.versionSequences.last)
+        var lazy = eager
+        lazy.pending["server-Bank"]?.latest = Projection.undecodedSnapshot
+        lazy.pending["server-Mail"]?.latest = Projection.undecodedSnapshot
+        var right = lazy
+        #expect(h.store.materialize(["server-Bank": (bankAt, nil), "server-Mail": (mailAt, nil)], into: &right, key: key))
+        #expect(right == eager)
+        // Bank's entry pointing at Mail's event (pending as of that sequence), and at an event that is not there.
+        var swapped = lazy
+        swapped.pending["server-Bank"]?.versionSequences.append(mailAt)
+        #expect(!h.store.materialize(["server-Bank": (mailAt, nil)], into: &swapped, key: key))
+        var gone = lazy
+        gone.pending["server-Bank"]?.versionSequences.append(eager.lastSequence + 10)
+        #expect(!h.store.materialize(["server-Bank": (eager.lastSequence + 10, nil)], into: &gone, key: key))
+        // An entry no longer the item's latest version is not read at all.
+        var stale = lazy
+        #expect(h.store.materialize(["server-Bank": (eager.lastSequence + 10, nil)], into: &stale, key: key))
+        #expect(stale == lazy)
+    }
+
     @Test func undecodableEvent_quarantinesItsItemOnly() async throws {
         let h = try await Self.twoPendingItems()
         // Authentic, but an operation type whose body is not an operation: it cannot be decoded.

@@ -344,6 +344,47 @@ struct XorShift {
         #expect(VaultEvent.operationSummary(header: header, plaintext: other, placeholder: Cipher(type: .login)) == nil)
     }
 
+    /// The fold decrypts only the two ends of an operation's body: the fields read from the
+    /// first 128 bytes and the last 32 to 47 (what a 3-block tail leaves after its padding) are
+    /// the ones read from the whole body, for every shape the encoder writes, dates with an
+    /// offset, and ciphers of any size; a body of another shape gives nil from its ends too.
+    @Test(arguments: [true, false], [true, false])
+    func fieldsFromTheEnds_matchTheWholeBody(passwordChanged: Bool, withBase: Bool) throws {
+        let h = try Harness()
+        for (i, name) in ["", "n", String(repeating: "x", count: 700), "item \"quoted\" {braces}"].enumerated() {
+            let cipher = try Harness.login(name, password: "pw\(i)").encrypt(userKey: h.userKey)
+            let dates = i % 2 == 0 ? ("2026-01-01T00:00:00.1234567Z", "2026-02-03T04:05:06.7000000Z")
+                                   : ("2026-01-01T02:00:00.1234567+02:00", "2026-02-03T04:05:06.7-01:30")
+            let body = OperationBody(cipher: cipher, passwordChanged: passwordChanged,
+                                     baseRevisionDate: withBase ? try BitwardenDate(dates.0) : nil, at: try BitwardenDate(dates.1))
+            let plaintext = try VaultEvent.encode(.operation(body))
+            var other = plaintext
+            other.insert(contentsOf: Array("\"x\":1,".utf8), at: 1)
+            let whole = try #require(VaultEvent.operationFields(plaintext))
+            #expect(VaultEvent.operationFields(other) == nil)
+            for tail in 32...47 {
+                let ends = plaintext.withUnsafeBytes { p in
+                    VaultEvent.operationFields(head: UnsafeRawBufferPointer(rebasing: p[..<min(128, p.count)]),
+                                               tail: UnsafeRawBufferPointer(rebasing: p[(p.count - tail)...]), count: p.count)
+                }
+                let fields = try #require(ends, "cipher \(i), tail \(tail)")
+                #expect(fields.at == whole.at && fields.at.text == whole.at.text && fields.baseRevisionDate == whole.baseRevisionDate)
+                #expect(fields.passwordChanged == passwordChanged && fields.cipher == whole.cipher)
+                let otherEnds = other.withUnsafeBytes { p in
+                    VaultEvent.operationFields(head: UnsafeRawBufferPointer(rebasing: p[..<min(128, p.count)]),
+                                               tail: UnsafeRawBufferPointer(rebasing: p[(p.count - tail)...]), count: p.count)
+                }
+                #expect(otherEnds == nil)
+            }
+            // A head too short for the fields: nil, so the body is read whole.
+            let short = plaintext.withUnsafeBytes { p in
+                VaultEvent.operationFields(head: UnsafeRawBufferPointer(rebasing: p[..<20]),
+                                           tail: UnsafeRawBufferPointer(rebasing: p[(p.count - 40)...]), count: p.count)
+            }
+            #expect(short == nil)
+        }
+    }
+
     /// A save encodes the cipher once and splices it into the operation body: the bytes are
     /// exactly what encoding the whole body gives (for every optional field present or absent,
     /// and text that needs escaping), so stored bodies and the fold's fast path are unchanged.

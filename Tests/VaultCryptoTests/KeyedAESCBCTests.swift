@@ -53,6 +53,57 @@ import Testing
         }
     }
 
+    /// Decrypting only the ends of a message gives the whole decryption's first and last
+    /// bytes and its length, for every length and split; too short a message gives nil; broken
+    /// padding is refused; and the context it leaves (the head's last block held back, never
+    /// finished) does not disturb the next message, whole or not.
+    @Test func decryptEnds_givesTheWholeDecryptionsEnds() throws {
+        var generator = SystemRandomNumberGenerator()
+        let key = SymmetricKey(size: .bits256)
+        let keyed = KeyedAESCBC(key: key)
+        guard AESCBC.Backend.preferred == .libcrypto else { return }
+        var decryptedAtEnds = 0
+        for round in 0..<400 {
+            let iv = Self.random(16, &generator)
+            let plain = Self.random(Int.random(in: 0...1500, using: &generator), &generator)
+            var sealed = Array(try AES._CBC.encrypt(plain, using: key, iv: AES._CBC.IV(ivBytes: iv)))
+            let (headBlocks, tailBlocks) = (Int.random(in: 1...8, using: &generator), Int.random(in: 1...3, using: &generator))
+            if round % 5 == 4 {
+                sealed.replaceSubrange((sealed.count - 16)..., with: Self.random(16, &generator))
+            }
+            let whole = try? sealed.withUnsafeBytes { c in try iv.withUnsafeBytes { try keyed.decryptVerified(c, iv: $0) } }
+            let ends = try? sealed.withUnsafeBytes { c in
+                try iv.withUnsafeBytes { i in
+                    try withUnsafeTemporaryAllocation(byteCount: (headBlocks + 2) * 16, alignment: 16) { head in
+                        try withUnsafeTemporaryAllocation(byteCount: (tailBlocks + 1) * 16, alignment: 16) { tail in
+                            try keyed.decryptEnds(c, iv: i, headBlocks: headBlocks, tailBlocks: tailBlocks, head: head, tail: tail).map {
+                                (head: Array(head[..<(headBlocks * 16)]), tail: Array(tail[..<$0.tail]), count: $0.plaintext)
+                            }
+                        }
+                    }
+                }
+            }
+            let longEnough = sealed.count / 16 >= headBlocks + 1 + tailBlocks
+            guard let whole else {
+                // Broken padding: refused either way (or nil when too short to split).
+                #expect(ends == nil)
+                continue
+            }
+            #expect(whole == plain || round % 5 == 4)
+            if longEnough {
+                let got = try #require(ends, "round \(round)")
+                #expect(got.count == whole.count)
+                #expect(got.head == Array(whole.prefix(headBlocks * 16)))
+                #expect(got.tail == Array(whole.suffix(got.tail.count)))
+                #expect(got.tail.count >= tailBlocks * 16 - 16)
+                decryptedAtEnds += 1
+            } else {
+                #expect(ends == nil)
+            }
+        }
+        #expect(decryptedAtEnds > 200)
+    }
+
     /// Many threads share one keyed instance (the fold opens a batch's events on every core):
     /// each gets its own context, and every message decrypts to its plaintext.
     @Test func sharedAcrossThreads_eachMessageItsOwnBytes() throws {
