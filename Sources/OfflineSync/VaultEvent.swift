@@ -320,7 +320,7 @@ public struct VaultEvent: Sendable, Equatable {
             var i = offset + 1
             while i < head.count, head[i] != UInt8(ascii: "\""), head[i] != UInt8(ascii: "\\") { i += 1 }
             guard i < head.count, head[i] == UInt8(ascii: "\""),
-                  let date = try? BitwardenDate(String(decoding: UnsafeRawBufferPointer(rebasing: head[(offset + 1)..<i]), as: UTF8.self)) else { return nil }
+                  let date = try? BitwardenDate(utf8: UnsafeRawBufferPointer(rebasing: head[(offset + 1)..<i])) else { return nil }
             return (date, i + 1)
         }
         guard starts("{\"at\":", at: 0), let (at, afterAt) = date(at: 6) else { return nil }

@@ -21,12 +21,16 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
 
     /// The text this value was parsed from, or the canonical 7-digit UTC form if it was made
     /// from an instant. This is what `encode(to:)` writes.
-    public let text: String
+    public var text: String { storedText ?? Self.format(ticks: ticksSince1970) }
+
+    /// The text when it is not the canonical form of the instant (nil: written on demand, so a
+    /// date made from an instant or read in its canonical form holds no string).
+    private let storedText: String?
 
     /// The instant `ticks` 100-ns ticks after 1970-01-01T00:00:00Z, written canonically.
     public init(ticksSince1970 ticks: Int64) {
         ticksSince1970 = ticks
-        text = Self.format(ticks: ticks)
+        storedText = nil
     }
 
     /// The instant of `date`, rounded to the nearest 100 ns.
@@ -40,8 +44,20 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
     /// - Throws: ``VaultModelError/malformedDate(_:reason:)`` naming what is wrong.
     public init(_ text: String) throws {
         var copy = text
-        ticksSince1970 = try copy.withUTF8 { try Self.parse($0, text: text) }
-        self.text = text
+        ticksSince1970 = try copy.withUTF8 { try Self.parse($0) }
+        storedText = text
+    }
+
+    /// ``init(_:)`` from UTF-8 bytes; text in the canonical form is not kept as a string (it is
+    /// written again on demand, byte for byte the same), so reading one allocates nothing.
+    package init(utf8 bytes: UnsafeRawBufferPointer) throws {
+        let ticks = try Self.parse(bytes.bindMemory(to: UInt8.self))
+        ticksSince1970 = ticks
+        let canonical = bytes.count == Self.canonicalLength && withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.canonicalLength) { out in
+            Self.formatCanonical(ticks: ticks, into: out.baseAddress!)
+            return memcmp(out.baseAddress!, bytes.baseAddress!, Self.canonicalLength) == 0
+        }
+        storedText = canonical ? nil : String(decoding: bytes, as: UTF8.self)
     }
 
     /// The instant as a Foundation `Date` (sub-microsecond precision may round).
@@ -91,8 +107,8 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
 
     // MARK: Parsing on UTF-8 bytes (DateFormatter is slow on Linux)
 
-    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>, text: String) throws -> Int64 {
-        func fail(_ reason: String) -> VaultModelError { .malformedDate(text, reason: reason) }
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws -> Int64 {
+        func fail(_ reason: String) -> VaultModelError { .malformedDate(String(decoding: bytes, as: UTF8.self), reason: reason) }
         var index = 0
         func digits(_ count: Int, _ what: String) throws -> Int64 {
             var value: Int64 = 0
@@ -204,7 +220,18 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
+    /// Length of the canonical form `yyyy-MM-ddTHH:mm:ss.fffffffZ`.
+    static let canonicalLength = 28
+
     private static func format(ticks: Int64) -> String {
+        String(unsafeUninitializedCapacity: canonicalLength) { buffer in
+            formatCanonical(ticks: ticks, into: buffer.baseAddress!)
+            return canonicalLength
+        }
+    }
+
+    /// Writes the canonical form of `ticks` (``canonicalLength`` bytes) at `out`.
+    private static func formatCanonical(ticks: Int64, into out: UnsafeMutablePointer<UInt8>) {
         // Floor division so instants before 1970 still get a non-negative fraction.
         var seconds = ticks / ticksPerSecond
         var fraction = ticks % ticksPerSecond
@@ -219,31 +246,32 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
             days -= 1
         }
         let (year, month, day) = civilFromDays(days)
-        var out = [UInt8]()
-        out.reserveCapacity(28)
+        var at = 0
         func append(_ value: Int64, width: Int) {
-            var digits = [UInt8](repeating: UInt8(ascii: "0"), count: width)
             var rest = value
-            for position in stride(from: width - 1, through: 0, by: -1) {
-                digits[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+            for position in stride(from: at + width - 1, through: at, by: -1) {
+                out[position] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
                 rest /= 10
             }
-            out.append(contentsOf: digits)
+            at += width
+        }
+        func append(_ character: Unicode.Scalar) {
+            out[at] = UInt8(ascii: character)
+            at += 1
         }
         append(year, width: 4)
-        out.append(UInt8(ascii: "-"))
+        append("-")
         append(month, width: 2)
-        out.append(UInt8(ascii: "-"))
+        append("-")
         append(day, width: 2)
-        out.append(UInt8(ascii: "T"))
+        append("T")
         append(secondOfDay / 3600, width: 2)
-        out.append(UInt8(ascii: ":"))
+        append(":")
         append(secondOfDay % 3600 / 60, width: 2)
-        out.append(UInt8(ascii: ":"))
+        append(":")
         append(secondOfDay % 60, width: 2)
-        out.append(UInt8(ascii: "."))
+        append(".")
         append(fraction, width: 7)
-        out.append(UInt8(ascii: "Z"))
-        return String(decoding: out, as: UTF8.self)
+        append("Z")
     }
 }

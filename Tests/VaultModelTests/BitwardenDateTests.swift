@@ -89,6 +89,31 @@ struct BitwardenDateTests {
         #expect(try BitwardenDate(date.canonicalText).ticksSince1970 == ticks)
     }
 
+    /// A date read from UTF-8 bytes (the fold reads operation bodies that way) keeps no string
+    /// when the text is the canonical form, and still gives that text back byte for byte; any
+    /// other text is kept as it was; a malformed one fails as the string form does.
+    @Test func utf8Bytes_giveTheSameDateAndText() throws {
+        var texts = ["2024-03-01T10:20:30.1234567Z", "2024-03-01T10:20:30.123Z", "2024-03-01T10:20:30.123456Z",
+                     "2024-03-01T10:20:30Z", "2024-03-01T10:20:30.1234567+01:00", "2024-02-29T23:59:59.9999999Z",
+                     "1969-12-31T23:59:59.9999999Z", "0001-01-01T00:00:00.0000000Z", "9999-12-31T23:59:59.9999999Z",
+                     "2024-03-01t10:20:30.1234567z"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<300 {
+            texts.append(BitwardenDate(ticksSince1970: Int64.random(in: -20_000_000_000_000_000...250_000_000_000_000_000, using: &generator)).text)
+        }
+        for text in texts {
+            let expected = try BitwardenDate(text)
+            let read = try Array(text.utf8).withUnsafeBytes { try BitwardenDate(utf8: $0) }
+            #expect(read == expected && read.text == text && read.description == text, "\(text)")
+            #expect(try JSONEncoder().encode(read) == JSONEncoder().encode(expected))
+        }
+        for bad in ["2024-03-01T10:20:30.1234567", "2024-13-01T10:20:30Z", ""] {
+            let message = "\(try #require(throws: VaultModelError.self) { try BitwardenDate(bad) })"
+            let fromBytes = "\(try #require(throws: VaultModelError.self) { try Array(bad.utf8).withUnsafeBytes { try BitwardenDate(utf8: $0) } })"
+            #expect(fromBytes == message)
+        }
+    }
+
     @Test func foundationDate_roundTripsToTheTick() throws {
         let date = Date(timeIntervalSince1970: 1_709_288_430.25)
         let bitwarden = BitwardenDate(date)

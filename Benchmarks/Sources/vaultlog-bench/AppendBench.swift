@@ -37,13 +37,17 @@ func runAppendBench(quick: Bool, results: Results) throws {
         let baseline = anonymousRSS()
         var afterRounds: [Double] = []
         var written: [String: Int] = [:]   // bytes written by each contender's rounds
+        var systemSeconds: [String: [Double]] = [:]   // kernel CPU of each round
         let (stats, peak) = try measuringPeakAnonymousRSS { try interleave(rounds: rounds, plan.map { contender in
             (contender.name, {
                 let store = stores[contender.name]!
                 let batchEvents = Array(template.prefix(contender.batch))
                 let batches = repeatElement(batchEvents, count: contender.events / contender.batch)
-                let before = bytesWritten()
-                defer { written[contender.name, default: 0] += bytesWritten() - before }
+                let before = bytesWritten(), systemBefore = systemCPUSeconds()
+                defer {
+                    written[contender.name, default: 0] += bytesWritten() - before
+                    systemSeconds[contender.name, default: []].append(systemCPUSeconds() - systemBefore)
+                }
                 let seconds = try time {
                     if contender.bulk {
                         try store.append(batches: batches, key: key)
@@ -66,6 +70,7 @@ func runAppendBench(quick: Bool, results: Results) throws {
                                extra: ["batch": "\(contender.batch)", "events_per_round": "\(contender.events)", "body_bytes": "600",
                                        "api": json(bulk ? "append(batches:)" : "append per batch"),
                                        "events_s_each_round": eachRound(stats[contender.name]!),
+                                       "system_cpu_s_each_round": "[" + (systemSeconds[contender.name] ?? []).map { json(($0 * 100).rounded() / 100) }.joined(separator: ", ") + "]",
                                        "bytes_written_per_event": json(Double(written[contender.name] ?? 0) / Double(rounds * contender.events))].merging(
                                    bulk ? ["peak_anon_rss_mib": json(Double(peak - baseline) / 1_048_576),
                                            "anon_rss_after_each_round_mib": "[" + afterRounds.map(json).joined(separator: ", ") + "]"] : [:]) { a, _ in a }))

@@ -219,6 +219,15 @@ func bytesWritten() -> Int {
     return 0
 }
 
+/// The CPU seconds this process has spent in the kernel so far (`getrusage`): a round's share
+/// shows kernel work that grows with the machine's state (writing into memory the hypervisor
+/// has taken back costs several times the copy itself; see the append analysis).
+func systemCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(0), &usage)   // RUSAGE_SELF
+    return Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+}
+
 func anonymousRSS() -> Int {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
     for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {
