@@ -169,6 +169,9 @@ enum LibCryptoCBC {
     /// AES-256-CBC fetched once from the default provider (an implicit fetch per call would look
     /// it up every time); nil if the provider has none, and then swift-crypto is used.
     nonisolated(unsafe) static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-CBC", nil)
+    /// AES-256 block by block (ECB), for decrypting chosen blocks of a CBC message
+    /// (``KeyedAESCBC/decryptEnds(_:iv:headBlocks:tailBlocks:head:tail:)``).
+    nonisolated(unsafe) static let blockCipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-ECB", nil)
 
     static var version: String { String(cString: OpenSSL_version(Int32(OPENSSL_VERSION_STRING))) }
 

@@ -20,6 +20,10 @@ public final class KeyedAESCBC: Sendable {
     public let key: SymmetricKey
     /// Contexts not in use, for decryption and for encryption (at most ``spareContexts`` each).
     private let spares: Mutex<(decrypt: [Context], encrypt: [Context])>
+    /// Block-by-block (ECB) decryption contexts without padding, not in use (at most
+    /// ``spareContexts``): ``decryptEnds(_:iv:headBlocks:tailBlocks:head:tail:)`` chains the
+    /// blocks itself, so a message needs no IV set-up and no final call.
+    private let blockSpares: Mutex<[Context]>
     /// Contexts kept for reuse per direction: more threads than this just make and free theirs.
     static let spareContexts = 8
 
@@ -34,6 +38,7 @@ public final class KeyedAESCBC: Sendable {
         precondition(key.bitCount == 256, "AES-256 key must be 32 bytes")
         self.key = key
         spares = Mutex(([], []))
+        blockSpares = Mutex([])
     }
 
     deinit {
@@ -41,6 +46,9 @@ public final class KeyedAESCBC: Sendable {
         // EVP_CIPHER_CTX_free clears the expanded key before it frees the memory.
         spares.withLock { spares in
             for context in spares.decrypt + spares.encrypt { EVP_CIPHER_CTX_free(context.pointer) }
+        }
+        blockSpares.withLock { spares in
+            for context in spares { EVP_CIPHER_CTX_free(context.pointer) }
         }
         #endif
     }
@@ -70,8 +78,8 @@ public final class KeyedAESCBC: Sendable {
     /// it): for a reader that needs a few fields at the two ends of a long message. The tail's
     /// padding is checked and removed as ``decryptVerified(_:iv:)`` does.
     ///
-    /// `head` gets `headBlocks × 16` plaintext bytes (room for two blocks more, which libcrypto
-    /// may ask for) and `tail` up to `tailBlocks × 16` (room for one more); returns how many of
+    /// `head` gets `headBlocks × 16` plaintext bytes and `tail` up to `tailBlocks × 16` (the
+    /// buffers must have room for two blocks and one block more); returns how many of
     /// `tail`'s bytes are plaintext and
     /// the length of the whole plaintext. Nil when the ciphertext has fewer than
     /// `headBlocks + 1 + tailBlocks` blocks (decrypt it whole) or there is no libcrypto (the
@@ -85,29 +93,30 @@ public final class KeyedAESCBC: Sendable {
         let blocks = ciphertext.count / 16
         guard AESCBC.Backend.preferred == .libcrypto, ciphertext.count % 16 == 0, blocks >= headBlocks + 1 + tailBlocks else { return nil }
         let tailStart = (blocks - tailBlocks) * 16
-        guard let context = takeContext(encrypting: false) else { return nil }
+        guard let context = takeBlockContext() else { return nil }
         let ctx = context.pointer
         let input = ciphertext.bindMemory(to: UInt8.self).baseAddress!
-        // The tail, as a message of its own: its IV is the ciphertext block before it.
-        guard EVP_CipherInit_ex2(ctx, nil, nil, input + tailStart - 16, 0, nil) == 1 else {
+        let headOut = head.bindMemory(to: UInt8.self).baseAddress!, tailOut = tail.bindMemory(to: UInt8.self).baseAddress!
+        // Each block decrypted on its own, then chained by hand: plaintext block i is the
+        // decrypted block i XOR ciphertext block i - 1 (the IV before block 0).
+        var written: Int32 = 0
+        guard EVP_CipherUpdate(ctx, headOut, &written, input, Int32(headBlocks * 16)) == 1, written == Int32(headBlocks * 16),
+              EVP_CipherUpdate(ctx, tailOut, &written, input + tailStart, Int32(tailBlocks * 16)) == 1, written == Int32(tailBlocks * 16) else {
             EVP_CIPHER_CTX_free(ctx)
             return nil
         }
-        guard let tailCount = LibCryptoCBC.run(ctx, UnsafeRawBufferPointer(rebasing: ciphertext[tailStart...]), into: tail) else {
-            EVP_CIPHER_CTX_free(ctx)
+        giveBackBlockContext(context)
+        let ivBytes = iv.bindMemory(to: UInt8.self).baseAddress!
+        for i in 0..<16 { headOut[i] ^= ivBytes[i] }
+        for i in 16..<(headBlocks * 16) { headOut[i] ^= input[i - 16] }
+        for i in 0..<(tailBlocks * 16) { tailOut[i] ^= input[tailStart - 16 + i] }
+        // PKCS#7 padding, checked as a whole decryption checks it (the caller checked the MAC).
+        let padding = Int(tailOut[tailBlocks * 16 - 1])
+        guard (1...16).contains(padding),
+              (tailBlocks * 16 - padding..<tailBlocks * 16).allSatisfy({ tailOut[$0] == UInt8(padding) }) else {
             throw VaultCryptoError.decryptionFailed
         }
-        // The head: a decryption with padding holds its last block back until the final call,
-        // so one block more goes in and the final call is never made (no padding check in the
-        // middle of the message). The next message's IV set-up starts the context afresh.
-        var written: Int32 = 0
-        guard EVP_CipherInit_ex2(ctx, nil, nil, iv.bindMemory(to: UInt8.self).baseAddress, 0, nil) == 1,
-              EVP_CipherUpdate(ctx, head.bindMemory(to: UInt8.self).baseAddress, &written, input, Int32((headBlocks + 1) * 16)) == 1,
-              written == Int32(headBlocks * 16) else {
-            EVP_CIPHER_CTX_free(ctx)
-            return nil
-        }
-        giveBack(context, encrypting: false)
+        let tailCount = tailBlocks * 16 - padding
         return (tailCount, tailStart + tailCount)
         #else
         return nil
@@ -166,6 +175,31 @@ public final class KeyedAESCBC: Sendable {
             return nil
         }
         return Context(pointer: ctx)
+    }
+
+    /// A spare block-by-block decryption context, or a new one keyed now (padding off); nil if
+    /// libcrypto refused.
+    private func takeBlockContext() -> Context? {
+        if let spare = blockSpares.withLock({ $0.popLast() }) { return spare }
+        guard let cipher = LibCryptoCBC.blockCipher, let ctx = EVP_CIPHER_CTX_new() else { return nil }
+        let keyed = key.withUnsafeBytes { k in
+            EVP_CipherInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, nil, 0, nil) == 1
+        }
+        guard keyed, EVP_CIPHER_CTX_set_padding(ctx, 0) == 1 else {
+            EVP_CIPHER_CTX_free(ctx)
+            return nil
+        }
+        return Context(pointer: ctx)
+    }
+
+    /// Keeps a block context for the next call, or frees it when enough are kept.
+    private func giveBackBlockContext(_ context: Context) {
+        let kept = blockSpares.withLock { spares in
+            guard spares.count < Self.spareContexts else { return false }
+            spares.append(context)
+            return true
+        }
+        if !kept { EVP_CIPHER_CTX_free(context.pointer) }
     }
 
     /// Keeps `context` for the next call, or frees it when enough are kept.

@@ -55,8 +55,8 @@ import Testing
 
     /// Decrypting only the ends of a message gives the whole decryption's first and last
     /// bytes and its length, for every length and split; too short a message gives nil; broken
-    /// padding is refused; and the context it leaves (the head's last block held back, never
-    /// finished) does not disturb the next message, whole or not.
+    /// padding is refused (every byte of it checked); and the block contexts it reuses, beside
+    /// the whole decryptions of the same instance, give each message its own bytes.
     @Test func decryptEnds_givesTheWholeDecryptionsEnds() throws {
         var generator = SystemRandomNumberGenerator()
         let key = SymmetricKey(size: .bits256)

@@ -63,6 +63,11 @@ func runAppendBench(quick: Bool, results: Results) throws {
         func eachRound(_ stats: Stats) -> String {
             "[" + stats.values.map { json($0.rounded()) }.joined(separator: ", ") + "]"
         }
+        /// The kernel CPU seconds of each round, in order.
+        func eachRoundSystemSeconds(_ name: String) -> String {
+            let rounded: [Double] = (systemSeconds[name] ?? []).map { ($0 * 100).rounded() / 100 }
+            return "[" + rounded.map(json).joined(separator: ", ") + "]"
+        }
         for contender in plan {
             let bulk = contender.bulk
             results.add(Figure(group: "append", bench: "sealed_append_\(contender.name)", metric: "throughput", unit: "events/s",
@@ -70,7 +75,7 @@ func runAppendBench(quick: Bool, results: Results) throws {
                                extra: ["batch": "\(contender.batch)", "events_per_round": "\(contender.events)", "body_bytes": "600",
                                        "api": json(bulk ? "append(batches:)" : "append per batch"),
                                        "events_s_each_round": eachRound(stats[contender.name]!),
-                                       "system_cpu_s_each_round": "[" + (systemSeconds[contender.name] ?? []).map { json(($0 * 100).rounded() / 100) }.joined(separator: ", ") + "]",
+                                       "system_cpu_s_each_round": eachRoundSystemSeconds(contender.name),
                                        "bytes_written_per_event": json(Double(written[contender.name] ?? 0) / Double(rounds * contender.events))].merging(
                                    bulk ? ["peak_anon_rss_mib": json(Double(peak - baseline) / 1_048_576),
                                            "anon_rss_after_each_round_mib": "[" + afterRounds.map(json).joined(separator: ", ") + "]"] : [:]) { a, _ in a }))
