@@ -121,7 +121,7 @@ default:
         usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
                vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--merge-interval N] [--append-only] [--calls]
                vaultlog-bench breakdown [--events N]
-               vaultlog-bench profile-fold DIR [--events N] [--headers | --floor] [--rounds R]
+               vaultlog-bench profile-fold DIR [--events N] [--headers | --floor [--mac]] [--rounds R]
                vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
 
         """.utf8))
