@@ -224,7 +224,11 @@ func bytesWritten() -> Int {
 /// has taken back costs several times the copy itself; see the append analysis).
 func systemCPUSeconds() -> Double {
     var usage = rusage()
-    getrusage(__rusage_who_t(0), &usage)   // RUSAGE_SELF
+    #if os(Linux)
+    getrusage(__rusage_who_t(0), &usage)   // RUSAGE_SELF (Glibc imports it as an enum case)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
     return Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
 }
 
