@@ -558,7 +558,7 @@ package struct AuthenticatedBody {
     }
 
     /// Decrypts only the first `headBlocks` and the last `tailBlocks` AES blocks of the body into
-    /// `head` (room for `headBlocks + 2` blocks) and `tail` (room for `tailBlocks + 1`), checking
+    /// `head` and `tail` (room for that many blocks each), checking
     /// the padding as ``plaintext()`` does (``KeyedAESCBC/decryptEnds(_:iv:headBlocks:tailBlocks:head:tail:)``):
     /// for a reader of a few fields at the ends of a long body. Gives the tail's plaintext length
     /// and the whole plaintext's; nil when the body is too short for that or the platform

@@ -586,12 +586,12 @@ struct OpenedEvent: FoldedEvent {
     /// The small fields of a canonical operation body, from its ends only; nil when the body
     /// is too short or not of that shape (read it whole).
     private static func fieldsFromTheEnds(_ body: AuthenticatedBody) throws -> VaultEvent.OperationFields? {
-        try withUnsafeTemporaryAllocation(byteCount: (headBlocks + 2) * 16, alignment: 16) { head in
-            try withUnsafeTemporaryAllocation(byteCount: (tailBlocks + 1) * 16, alignment: 16) { tail in
+        try withUnsafeTemporaryAllocation(byteCount: headBlocks * 16, alignment: 16) { head in
+            try withUnsafeTemporaryAllocation(byteCount: tailBlocks * 16, alignment: 16) { tail in
                 guard let (tailCount, count) = try body.decryptEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, head: head, tail: tail)?.get() else {
                     return nil
                 }
-                return VaultEvent.operationFields(head: UnsafeRawBufferPointer(rebasing: head[..<(headBlocks * 16)]),
+                return VaultEvent.operationFields(head: UnsafeRawBufferPointer(head),
                                                   tail: UnsafeRawBufferPointer(rebasing: tail[..<tailCount]), count: count)
             }
         }

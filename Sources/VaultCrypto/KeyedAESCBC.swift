@@ -10,7 +10,8 @@ import CLibCrypto
 /// IVs and lengths, and after refused ciphertexts).
 ///
 /// With libcrypto (``AESCBC/Backend/libcrypto``) it keeps a few EVP contexts already set up
-/// with the key, for decryption and for encryption: a message then only sets its IV. A fresh
+/// with the key, for decryption, for encryption and for decrypting chosen blocks: a message then
+/// only sets its IV. A fresh
 /// context per message (``AESCBC``) allocates the context, looks up its parameters and expands
 /// the key every time, which costs about as much as decrypting a 1 KiB event. Any thread may
 /// call at any time: a call takes a context from the pool (or makes one) and hands it back.
@@ -18,37 +19,41 @@ import CLibCrypto
 public final class KeyedAESCBC: Sendable {
     /// The 32-byte AES key.
     public let key: SymmetricKey
-    /// Contexts not in use, for decryption and for encryption (at most ``spareContexts`` each).
-    private let spares: Mutex<(decrypt: [Context], encrypt: [Context])>
-    /// Block-by-block (ECB) decryption contexts without padding, not in use (at most
-    /// ``spareContexts``): ``decryptEnds(_:iv:headBlocks:tailBlocks:head:tail:)`` chains the
-    /// blocks itself, so a message needs no IV set-up and no final call.
-    private let blockSpares: Mutex<[Context]>
-    /// Contexts kept for reuse per direction: more threads than this just make and free theirs.
+    /// Contexts not in use, one pool per ``Use`` (at most ``spareContexts`` each).
+    private let decryptPool = ContextPool(), encryptPool = ContextPool(), blockPool = ContextPool()
+    /// Contexts kept for reuse per use: more threads than this just make and free theirs.
     static let spareContexts = 8
 
-    /// An EVP context already keyed (a pointer libcrypto owns; moved between threads under the
-    /// pool's lock only).
-    private struct Context: @unchecked Sendable {
-        let pointer: OpaquePointer
+    /// What a pooled context is keyed for.
+    private enum Use: CaseIterable {
+        case decrypt, encrypt
+        /// Block-by-block (ECB) decryption without padding:
+        /// ``decryptEnds(_:iv:headBlocks:tailBlocks:head:tail:)`` chains the blocks itself, so a
+        /// message needs no IV set-up and no final call.
+        case decryptBlocks
+    }
+
+    private func pool(_ use: Use) -> ContextPool {
+        switch use {
+        case .decrypt: decryptPool
+        case .encrypt: encryptPool
+        case .decryptBlocks: blockPool
+        }
     }
 
     /// The keyed cipher for a 32-byte `key`.
     public init(key: SymmetricKey) {
         precondition(key.bitCount == 256, "AES-256 key must be 32 bytes")
         self.key = key
-        spares = Mutex(([], []))
-        blockSpares = Mutex([])
     }
 
     deinit {
         #if canImport(CLibCrypto)
         // EVP_CIPHER_CTX_free clears the expanded key before it frees the memory.
-        spares.withLock { spares in
-            for context in spares.decrypt + spares.encrypt { EVP_CIPHER_CTX_free(context.pointer) }
-        }
-        blockSpares.withLock { spares in
-            for context in spares { EVP_CIPHER_CTX_free(context.pointer) }
+        for use in Use.allCases {
+            pool(use).spares.withLock { spares in
+                for context in spares { EVP_CIPHER_CTX_free(context.pointer) }
+            }
         }
         #endif
     }
@@ -78,22 +83,21 @@ public final class KeyedAESCBC: Sendable {
     /// it): for a reader that needs a few fields at the two ends of a long message. The tail's
     /// padding is checked and removed as ``decryptVerified(_:iv:)`` does.
     ///
-    /// `head` gets `headBlocks × 16` plaintext bytes and `tail` up to `tailBlocks × 16` (the
-    /// buffers must have room for two blocks and one block more); returns how many of
-    /// `tail`'s bytes are plaintext and
-    /// the length of the whole plaintext. Nil when the ciphertext has fewer than
+    /// `head` gets `headBlocks × 16` plaintext bytes and `tail` up to `tailBlocks × 16` (the room
+    /// each must have); returns how many of `tail`'s bytes are plaintext and the length of the
+    /// whole plaintext. Nil when the ciphertext has fewer than
     /// `headBlocks + 1 + tailBlocks` blocks (decrypt it whole) or there is no libcrypto (the
     /// portable path decrypts whole messages only). Throws ``VaultCryptoError/decryptionFailed``
     /// for malformed padding.
     public func decryptEnds(_ ciphertext: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer, headBlocks: Int, tailBlocks: Int,
                             head: UnsafeMutableRawBufferPointer, tail: UnsafeMutableRawBufferPointer) throws -> (tail: Int, plaintext: Int)? {
         precondition(headBlocks > 0 && tailBlocks > 0 && iv.count == 16, "decryptEnds: blocks at both ends and a 16-byte IV")
-        precondition(head.count >= (headBlocks + 2) * 16 && tail.count >= (tailBlocks + 1) * 16, "decryptEnds: output buffers too small")
+        precondition(head.count >= headBlocks * 16 && tail.count >= tailBlocks * 16, "decryptEnds: output buffers too small")
         #if canImport(CLibCrypto)
         let blocks = ciphertext.count / 16
         guard AESCBC.Backend.preferred == .libcrypto, ciphertext.count % 16 == 0, blocks >= headBlocks + 1 + tailBlocks else { return nil }
         let tailStart = (blocks - tailBlocks) * 16
-        guard let context = takeBlockContext() else { return nil }
+        guard let context = takeContext(.decryptBlocks) else { return nil }
         let ctx = context.pointer
         let input = ciphertext.bindMemory(to: UInt8.self).baseAddress!
         let headOut = head.bindMemory(to: UInt8.self).baseAddress!, tailOut = tail.bindMemory(to: UInt8.self).baseAddress!
@@ -105,7 +109,7 @@ public final class KeyedAESCBC: Sendable {
             EVP_CIPHER_CTX_free(ctx)
             return nil
         }
-        giveBackBlockContext(context)
+        giveBack(context, .decryptBlocks)
         let ivBytes = iv.bindMemory(to: UInt8.self).baseAddress!
         for i in 0..<16 { headOut[i] ^= ivBytes[i] }
         for i in 16..<(headBlocks * 16) { headOut[i] ^= input[i - 16] }
@@ -143,7 +147,7 @@ public final class KeyedAESCBC: Sendable {
         #if canImport(CLibCrypto)
         precondition(iv.count == 16, "AES-CBC IV must be 16 bytes")
         guard AESCBC.Backend.preferred == .libcrypto, input.count < Int(Int32.max) - 16,
-              let context = takeContext(encrypting: encrypting) else { return nil }
+              let context = takeContext(encrypting ? .encrypt : .decrypt) else { return nil }
         let ctx = context.pointer
         // The context keeps its cipher and expanded key; this sets the IV and clears what the
         // last message left (held-back block, padding state).
@@ -155,7 +159,7 @@ public final class KeyedAESCBC: Sendable {
             EVP_CIPHER_CTX_free(ctx)
             return nil
         }
-        giveBack(context, encrypting: encrypting)
+        giveBack(context, encrypting ? .encrypt : .decrypt)
         return written
         #else
         return nil
@@ -163,58 +167,40 @@ public final class KeyedAESCBC: Sendable {
     }
 
     #if canImport(CLibCrypto)
-    /// A spare keyed context, or a new one keyed now; nil if libcrypto refused.
-    private func takeContext(encrypting: Bool) -> Context? {
-        if let spare = spares.withLock({ encrypting ? $0.encrypt.popLast() : $0.decrypt.popLast() }) { return spare }
-        guard let cipher = LibCryptoCBC.cipher, let ctx = EVP_CIPHER_CTX_new() else { return nil }
+    /// A spare context for `use`, or a new one keyed now; nil if libcrypto refused.
+    private func takeContext(_ use: Use) -> Context? {
+        if let spare = pool(use).spares.withLock({ $0.popLast() }) { return spare }
+        guard let cipher = use == .decryptBlocks ? LibCryptoCBC.blockCipher : LibCryptoCBC.cipher,
+              let ctx = EVP_CIPHER_CTX_new() else { return nil }
         let keyed = key.withUnsafeBytes { k in
-            EVP_CipherInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, nil, encrypting ? 1 : 0, nil) == 1
+            EVP_CipherInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, nil, use == .encrypt ? 1 : 0, nil) == 1
         }
-        guard keyed else {
+        guard keyed, use != .decryptBlocks || EVP_CIPHER_CTX_set_padding(ctx, 0) == 1 else {
             EVP_CIPHER_CTX_free(ctx)
             return nil
         }
         return Context(pointer: ctx)
     }
 
-    /// A spare block-by-block decryption context, or a new one keyed now (padding off); nil if
-    /// libcrypto refused.
-    private func takeBlockContext() -> Context? {
-        if let spare = blockSpares.withLock({ $0.popLast() }) { return spare }
-        guard let cipher = LibCryptoCBC.blockCipher, let ctx = EVP_CIPHER_CTX_new() else { return nil }
-        let keyed = key.withUnsafeBytes { k in
-            EVP_CipherInit_ex2(ctx, cipher, k.bindMemory(to: UInt8.self).baseAddress, nil, 0, nil) == 1
-        }
-        guard keyed, EVP_CIPHER_CTX_set_padding(ctx, 0) == 1 else {
-            EVP_CIPHER_CTX_free(ctx)
-            return nil
-        }
-        return Context(pointer: ctx)
-    }
-
-    /// Keeps a block context for the next call, or frees it when enough are kept.
-    private func giveBackBlockContext(_ context: Context) {
-        let kept = blockSpares.withLock { spares in
+    /// Keeps `context` for the next call of its use, or frees it when enough are kept.
+    private func giveBack(_ context: Context, _ use: Use) {
+        let kept = pool(use).spares.withLock { spares in
             guard spares.count < Self.spareContexts else { return false }
             spares.append(context)
             return true
         }
         if !kept { EVP_CIPHER_CTX_free(context.pointer) }
     }
-
-    /// Keeps `context` for the next call, or frees it when enough are kept.
-    private func giveBack(_ context: Context, encrypting: Bool) {
-        let kept = spares.withLock { spares in
-            if encrypting {
-                guard spares.encrypt.count < Self.spareContexts else { return false }
-                spares.encrypt.append(context)
-            } else {
-                guard spares.decrypt.count < Self.spareContexts else { return false }
-                spares.decrypt.append(context)
-            }
-            return true
-        }
-        if !kept { EVP_CIPHER_CTX_free(context.pointer) }
-    }
     #endif
+}
+
+/// An EVP context already keyed (a pointer libcrypto owns; moved between threads under its
+/// pool's lock only).
+private struct Context: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// Spare contexts of one ``KeyedAESCBC`` for one use.
+private final class ContextPool: Sendable {
+    let spares = Mutex<[Context]>([])
 }
