@@ -51,13 +51,13 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
     /// ``init(_:)`` from UTF-8 bytes; text in the canonical form is not kept as a string (it is
     /// written again on demand, byte for byte the same), so reading one allocates nothing.
     package init(utf8 bytes: UnsafeRawBufferPointer) throws {
-        let ticks = try Self.parse(bytes.bindMemory(to: UInt8.self))
-        ticksSince1970 = ticks
-        let canonical = bytes.count == Self.canonicalLength && withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.canonicalLength) { out in
-            Self.formatCanonical(ticks: ticks, into: out.baseAddress!)
-            return memcmp(out.baseAddress!, bytes.baseAddress!, Self.canonicalLength) == 0
+        if bytes.count == Self.canonicalLength, let ticks = Self.parseCanonical(bytes.bindMemory(to: UInt8.self).baseAddress!) {
+            ticksSince1970 = ticks
+            storedText = nil
+            return
         }
-        storedText = canonical ? nil : String(decoding: bytes, as: UTF8.self)
+        ticksSince1970 = try Self.parse(bytes.bindMemory(to: UInt8.self))
+        storedText = String(decoding: bytes, as: UTF8.self)
     }
 
     /// The instant as a Foundation `Date` (sub-microsecond precision may round).
@@ -182,6 +182,33 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
         let days = daysFromCivil(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
         return seconds * ticksPerSecond + fractionTicks
+    }
+
+    /// The instant of ``canonicalLength`` bytes in exactly the canonical form, in range (the
+    /// text ``formatCanonical(ticks:into:)`` writes for it); nil for anything else, which
+    /// ``parse(_:)`` then reads or explains. The fold reads two dates per event: this is
+    /// that path, with fixed positions and no string.
+    private static func parseCanonical(_ text: UnsafePointer<UInt8>) -> Int64? {
+        // yyyy-MM-ddTHH:mm:ss.fffffffZ
+        guard text[4] == UInt8(ascii: "-"), text[7] == UInt8(ascii: "-"), text[10] == UInt8(ascii: "T"),
+              text[13] == UInt8(ascii: ":"), text[16] == UInt8(ascii: ":"), text[19] == UInt8(ascii: "."),
+              text[27] == UInt8(ascii: "Z") else { return nil }
+        var valid = true
+        func number(_ start: Int, _ count: Int) -> Int64 {
+            var value: Int64 = 0
+            for i in start..<start + count {
+                let digit = text[i] &- UInt8(ascii: "0")
+                valid = valid && digit <= 9
+                value = value * 10 + Int64(digit)
+            }
+            return value
+        }
+        let year = number(0, 4), month = number(5, 2), day = number(8, 2)
+        let hour = number(11, 2), minute = number(14, 2), second = number(17, 2), fraction = number(20, 7)
+        guard valid, (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
+              hour <= 23, minute <= 59, second <= 59 else { return nil }
+        let seconds = daysFromCivil(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+        return seconds * ticksPerSecond + fraction
     }
 
     private static func decimal(_ byte: UInt8) -> Int64? {

@@ -114,6 +114,35 @@ struct BitwardenDateTests {
         }
     }
 
+    /// The bytes path reads canonical-length text by fixed positions: near-misses of the
+    /// canonical form (one byte changed, days and times out of range, other letters' cases)
+    /// must come out as the string path reads them, date and text or the same error.
+    @Test func utf8Bytes_readNearMissesOfTheCanonicalFormAsTextDoes() throws {
+        var texts = ["2024-02-30T10:20:30.1234567Z", "2023-02-29T10:20:30.1234567Z", "2024-02-29T10:20:30.1234567Z",
+                     "2024-04-31T00:00:00.0000000Z", "2024-01-01T24:00:00.0000000Z", "2024-01-01T23:60:00.0000000Z",
+                     "2024-01-01T23:59:60.0000000Z", "2024-00-10T23:59:59.0000000Z", "2024-01-00T23:59:59.0000000Z",
+                     "2100-02-29T00:00:00.0000000Z", "2000-02-29T00:00:00.0000000Z", "0000-01-01T00:00:00.0000000Z",
+                     "2024-01-01T10:20:30.12+01:00", "2024-01-01 10:20:30.1234567Z", "2024-01-01T10:20:30.123456/Z"]
+        var generator = SystemRandomNumberGenerator()
+        let replacements = Array("0123456789/:;-+.TtZz ".utf8)
+        for _ in 0..<2_000 {
+            var bytes = Array(BitwardenDate(ticksSince1970: Int64.random(in: 0...250_000_000_000_000_000, using: &generator)).text.utf8)
+            bytes[Int.random(in: 0..<bytes.count, using: &generator)] = replacements.randomElement(using: &generator)!
+            texts.append(String(decoding: bytes, as: UTF8.self))
+        }
+        for text in texts {
+            let fromBytes = Result { try Array(text.utf8).withUnsafeBytes { try BitwardenDate(utf8: $0) } }
+            switch Result(catching: { try BitwardenDate(text) }) {
+            case .success(let expected):
+                let read = try fromBytes.get()
+                #expect(read.ticksSince1970 == expected.ticksSince1970 && read.text == text, "\(text)")
+            case .failure(let error):
+                #expect(throws: VaultModelError.self, "\(text)") { try fromBytes.get() }
+                if case .failure(let other) = fromBytes { #expect("\(other)" == "\(error)") }
+            }
+        }
+    }
+
     @Test func foundationDate_roundTripsToTheTick() throws {
         let date = Date(timeIntervalSince1970: 1_709_288_430.25)
         let bitwarden = BitwardenDate(date)
