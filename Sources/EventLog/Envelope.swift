@@ -563,11 +563,17 @@ package struct AuthenticatedBody {
     /// for a reader of a few fields at the ends of a long body. Gives the tail's plaintext length
     /// and the whole plaintext's; nil when the body is too short for that or the platform
     /// decrypts whole messages only (then decrypt it whole).
+    ///
+    /// `decryptor`: the block context to use, kept by the caller for its next body (one per
+    /// thread); made from the body's key when nil or another key's.
     package func decryptEnds(headBlocks: Int, tailBlocks: Int, head: UnsafeMutableRawBufferPointer,
-                             tail: UnsafeMutableRawBufferPointer) -> Result<(tail: Int, plaintext: Int), EnvelopeError>? {
+                             tail: UnsafeMutableRawBufferPointer,
+                             decryptor: inout KeyedAESCBC.BlockDecryptor?) -> Result<(tail: Int, plaintext: Int), EnvelopeError>? {
         let ivStart = headerLength, ctStart = headerLength + Envelope.ivBytes + Envelope.macBytes
+        if decryptor?.belongs(to: cbc) != true { decryptor = cbc.blockDecryptor() }
+        guard let decryptor else { return nil }
         do {
-            return try cbc.decryptEnds(UnsafeRawBufferPointer(rebasing: raw[ctStart...]),
+            return try decryptor.decryptEnds(UnsafeRawBufferPointer(rebasing: raw[ctStart...]),
                                        iv: UnsafeRawBufferPointer(rebasing: raw[ivStart..<ivStart + Envelope.ivBytes]),
                                        headBlocks: headBlocks, tailBlocks: tailBlocks, head: head, tail: tail).map { .success($0) }
         } catch {

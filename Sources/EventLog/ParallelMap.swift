@@ -15,7 +15,28 @@ package func parallelMap<T: Sendable>(count: Int, threshold: Int,
         // Each chunk initialises only its own disjoint range; `transform` does not throw, so
         // every element is initialised when `concurrentPerform` returns.
         nonisolated(unsafe) let base = buffer.baseAddress!
-        inChunksOnAllCores(count) { i in (base + i).initialize(to: transform(i)) }
+        inChunksOnAllCores(count) { range in
+            for i in range { (base + i).initialize(to: transform(i)) }
+        }
+        initialized = count
+    }
+}
+
+/// ``parallelMap(count:threshold:_:)`` with state of each chunk's own: `state` makes it (on the
+/// thread that runs the chunk), and `transform` gets it for every element of the chunk (e.g. a
+/// cipher context kept for thousands of elements rather than taken from a shared pool for each).
+package func parallelMap<T: Sendable, State>(count: Int, threshold: Int, state: @Sendable () -> State,
+                                             _ transform: @Sendable (Int, inout State) -> T) -> [T] {
+    guard count >= threshold, processorCount > 1 else {
+        var local = state()
+        return (0..<count).map { transform($0, &local) }
+    }
+    return [T](unsafeUninitializedCapacity: count) { buffer, initialized in
+        nonisolated(unsafe) let base = buffer.baseAddress!
+        inChunksOnAllCores(count) { range in
+            var local = state()
+            for i in range { (base + i).initialize(to: transform(i, &local)) }
+        }
         initialized = count
     }
 }
@@ -40,15 +61,17 @@ package func parallelForEach(count: Int, threshold: Int, _ body: @Sendable (Int)
         for i in 0..<count { body(i) }
         return
     }
-    inChunksOnAllCores(count, body)
+    inChunksOnAllCores(count) { range in
+        for i in range { body(i) }
+    }
 }
 
-/// Runs `body` for every index in `0..<count`, in contiguous chunks (four per core) spread over
-/// the cores; returns when all have run.
-private func inChunksOnAllCores(_ count: Int, _ body: @Sendable (Int) -> Void) {
+/// Runs `body` for contiguous chunks of `0..<count` (four per core) spread over the cores;
+/// returns when all have run.
+private func inChunksOnAllCores(_ count: Int, _ body: @Sendable (Range<Int>) -> Void) {
     let chunks = min(count, processorCount * 4)
     DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-        for i in (count * chunk / chunks)..<(count * (chunk + 1) / chunks) { body(i) }
+        body((count * chunk / chunks)..<(count * (chunk + 1) / chunks))
     }
 }
 

@@ -101,6 +101,10 @@ public struct PendingChange: Codable, Sendable, Equatable {
     /// this device, so it never gets a soft-conflict backup. Set on deletes of a create that
     /// may have reached the server (``uncertainCreate``) too.
     public var startedAsCreate: Bool? = nil
+    /// The lazy fold read this change's latest operation without its cipher: ``latest`` is the
+    /// placeholder until the fold reads that event (the last of ``versionSequences``) again at
+    /// its end. Never true once a fold returns; not stored in checkpoints.
+    var latestIsInLog = false
 
     /// A create whose request may have reached the server: its response was lost, or the
     /// resolver announced or mapped it. Deleting it must delete the server copy.
@@ -248,8 +252,9 @@ public struct Projection: Codable, Sendable, Equatable {
     }
 
     /// Folds an operation whose body was read without its cipher (the lazy fold): everything
-    /// ``apply(_:)`` does but the latest snapshot, which the caller sets afterwards. True when
-    /// the item is now pending with this event as its latest version (the snapshot to keep).
+    /// ``apply(_:)`` does but the latest snapshot, which stays the placeholder, marked
+    /// ``PendingChange/latestIsInLog`` for the fold to read at its end. True when the item is
+    /// now pending with this event as its latest version.
     @discardableResult
     mutating func applyOperationFields(_ header: EventHeader, type: VaultEventType, passwordChanged: Bool,
                                        baseRevisionDate: BitwardenDate?, at: BitwardenDate) -> Bool {
@@ -282,42 +287,50 @@ public struct Projection: Codable, Sendable, Equatable {
     @discardableResult
     private mutating func applyOperation(_ eventType: VaultEventType, sequence: UInt64, cipherId id: String, passwordChanged: Bool,
                                          baseRevisionDate: BitwardenDate?, at: BitwardenDate, cipher: Cipher?) -> Bool {
-        let index = pending.index(forKey: id)
-        var merged = PendingChangeType.merge(index.map { pending.values[$0].changeType }, eventType)
-        // A create that may have reached the server is not discarded by a delete: the
-        // server copy must be found and deleted too.
-        if merged == .discard, let index, pending.values[index].uncertainCreate {
-            merged = .pending(eventType == .hardDeleted ? .hardDelete : .softDelete)
-        }
-        switch merged {
-        case .discard:
-            if let index { pending.remove(at: index) }
-            return false
-        case .pending(let type):
-            if let index {
-                Self.fold(eventType, sequence: sequence, passwordChanged: passwordChanged, at: at, cipher: cipher, as: type,
-                          into: &pending.values[index])
-            } else {
-                pending[id] = PendingChange(
-                    cipherId: id, changeType: type,
-                    originalRevisionDate: type == .create ? nil : baseRevisionDate,
-                    offlinePasswordChangeCount: passwordChanged ? 1 : 0,
-                    createdAt: at, updatedAt: at, latest: cipher ?? Self.undecodedSnapshot,
-                    versionSequences: [sequence],
-                    passwordChangeSequences: passwordChanged ? [sequence] : [],
-                    hasEdits: eventType == .updated,
-                    startedAsCreate: type == .create ? true : nil)
+        if let index = pending.index(forKey: id) {
+            // Read and changed through one in-place access: reading a field through the
+            // dictionary's getter copied the whole change first.
+            guard Self.fold(eventType, sequence: sequence, passwordChanged: passwordChanged, at: at, cipher: cipher,
+                            into: &pending.values[index]) else {
+                pending.remove(at: index)
+                return false
             }
             return true
         }
+        guard case .pending(let type) = PendingChangeType.merge(nil, eventType) else { return false }
+        pending[id] = PendingChange(
+            cipherId: id, changeType: type,
+            originalRevisionDate: type == .create ? nil : baseRevisionDate,
+            offlinePasswordChangeCount: passwordChanged ? 1 : 0,
+            createdAt: at, updatedAt: at, latest: cipher ?? Self.undecodedSnapshot,
+            versionSequences: [sequence],
+            passwordChangeSequences: passwordChanged ? [sequence] : [],
+            hasEdits: eventType == .updated,
+            startedAsCreate: type == .create ? true : nil,
+            latestIsInLog: cipher == nil)
+        return true
     }
 
-    /// An operation on an item already pending.
+    /// An operation on an item already pending; false when the change is discarded (a create
+    /// deleted before it reached the server), which leaves `change` as it was.
     private static func fold(_ eventType: VaultEventType, sequence: UInt64, passwordChanged: Bool, at: BitwardenDate, cipher: Cipher?,
-                             as type: PendingChangeType, into change: inout PendingChange) {
+                             into change: inout PendingChange) -> Bool {
+        var merged = PendingChangeType.merge(change.changeType, eventType)
+        // A create that may have reached the server is not discarded by a delete: the
+        // server copy must be found and deleted too.
+        if merged == .discard, change.uncertainCreate {
+            merged = .pending(eventType == .hardDeleted ? .hardDelete : .softDelete)
+        }
+        guard case .pending(let type) = merged else { return false }
         if change.changeType == .create && type != .create { change.startedAsCreate = true }
         change.changeType = type
-        if let cipher { change.latest = cipher }
+        // (`cipher == nil` copied the whole optional cipher on every event.)
+        if let cipher {
+            change.latest = cipher
+            change.latestIsInLog = false
+        } else {
+            change.latestIsInLog = true
+        }
         change.updatedAt = at
         change.versionSequences.append(sequence)
         if eventType == .updated { change.hasEdits = true }
@@ -331,6 +344,7 @@ public struct Projection: Codable, Sendable, Equatable {
         change.isDeadLetter = false
         change.lastError = nil
         change.waitingForServer = nil
+        return true
     }
 
     /// Folds events in order.

@@ -103,20 +103,25 @@ extension VaultLogStore {
     /// snapshots): tests compare the two.
     package static let eagerFolds = Atomic<Bool>(false)
 
-    /// The latest snapshot of items, by cipher id, with the sequence of its event: its JSON when
-    /// a checkpoint held it, nil when it is still in the log (the event at that sequence).
-    typealias DeferredSnapshots = [String: (sequence: UInt64, json: ArraySlice<UInt8>?)]
+    /// The latest snapshots a checkpoint left undecoded, by cipher id, with the sequence of the
+    /// event each is from (``CheckpointPayload``).
+    typealias DeferredSnapshots = [String: (sequence: UInt64, json: ArraySlice<UInt8>)]
 
-    /// Decodes the deferred snapshots of items still pending whose latest version they are (in
-    /// parallel); false if one does not decode. A snapshot left in the log is read again (one
-    /// read transaction for all) and opened first: a lazy fold keeps no plaintext, so the events
-    /// that are a pending item's latest version are read a second time, and only those. False
-    /// as well when such an event is gone (compacted meanwhile) or is not that item's operation.
-    func materialize(_ deferred: DeferredSnapshots, into projection: inout Projection, key: SealingKey) -> Bool {
-        let inLog = deferred.filter { id, entry in
-            entry.json == nil && projection.pending[id]?.versionSequences.last == entry.sequence
-        }.map { (id: $0.key, sequence: $0.value.sequence) }
-        guard !inLog.isEmpty else { return Self.materialize(deferred, into: &projection) }
+    /// Decodes the latest snapshots a fold left undecoded (in parallel): those of `checkpoint`
+    /// still an item's latest version, and those of changes whose latest operation the lazy
+    /// fold read without its cipher (``PendingChange/latestIsInLog``). A lazy fold keeps no
+    /// plaintext: it marks the change, and the events that are a pending item's latest version
+    /// are read again here (one read transaction for all), and only those. False if a snapshot
+    /// does not decode, or such an event is gone (compacted meanwhile) or is not that item's
+    /// operation.
+    func materialize(_ checkpoint: DeferredSnapshots, into projection: inout Projection, key: SealingKey) -> Bool {
+        var marked: [(id: String, sequence: UInt64)] = []
+        for (id, change) in projection.pending where change.latestIsInLog {
+            guard let last = change.versionSequences.last else { return false }
+            marked.append((id, last))
+        }
+        let inLog = marked
+        guard !inLog.isEmpty else { return Self.materialize(checkpoint, into: &projection) }
         let userId = projection.userId
         guard let envelopes = try? log.read({ reader in try inLog.map { try reader.envelope(at: $0.sequence) } }) else { return false }
         let opened = parallelMap(count: inLog.count, threshold: 64) { i -> ArraySlice<UInt8>? in
@@ -125,7 +130,7 @@ extension VaultLogStore {
                   let plaintext = try? envelope.open(key: key), let fields = VaultEvent.operationFields(plaintext) else { return nil }
             return plaintext[fields.cipher]
         }
-        var resolved = deferred
+        var resolved = checkpoint
         for (entry, json) in zip(inLog, opened) {
             guard let json else { return false }
             resolved[entry.id] = (entry.sequence, json)
@@ -134,16 +139,15 @@ extension VaultLogStore {
     }
 
     /// ``materialize(_:into:key:)`` for snapshots whose JSON is at hand (a checkpoint's): false
-    /// if one still due is in the log.
+    /// if one does not decode or a change's latest snapshot is still due from the log.
     static func materialize(_ deferred: DeferredSnapshots, into projection: inout Projection) -> Bool {
         // By dictionary index: `pending[id]?.latest = …` moved each change out and back in.
         var indices: [Dictionary<String, PendingChange>.Index] = []
         var jsons: [ArraySlice<UInt8>] = []
         for (id, entry) in deferred {
             if let i = projection.pending.index(forKey: id), projection.pending.values[i].versionSequences.last == entry.sequence {
-                guard let json = entry.json else { return false }
                 indices.append(i)
-                jsons.append(json)
+                jsons.append(entry.json)
             }
         }
         let due = jsons
@@ -153,22 +157,24 @@ extension VaultLogStore {
         guard !decoded.contains(where: { $0 == nil }) else { return false }
         for (i, cipher) in zip(indices, decoded) {
             projection.pending.values[i].latest = cipher!
+            projection.pending.values[i].latestIsInLog = false
         }
-        return true
+        return !projection.pending.values.contains { $0.latestIsInLog }
     }
 
-    /// The fold's loop; with `deferred`, lazy (see the public form).
+    /// The fold's loop, lazy or eager (see the public form); `deferred`: the checkpoint's
+    /// snapshots, dropped when the fold starts again from a compaction snapshot.
     private func foldLoop(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
                           deferred: inout DeferredSnapshots, lazy: Bool) throws {
         if lazy {
             // Each batch read and opened in one read transaction, where LMDB maps the events.
             try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred,
                             read: { [self] after in try readOpenedBatch(userId: userId, after: after, key: key) },
-                            apply: { [self] batch, projection, deferred in applyOpened(batch, to: &projection, deferred: &deferred) })
+                            apply: { [self] batch, projection in applyOpened(batch, to: &projection) })
         } else {
             try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred,
                             read: { [self] after in try readBatch(userId: userId, after: after) },
-                            apply: { [self] batch, projection, _ in apply(batch, to: &projection, key: key) })
+                            apply: { [self] batch, projection in apply(batch, to: &projection, key: key) })
         }
     }
 
@@ -182,7 +188,7 @@ extension VaultLogStore {
     private func foldBatches<Event: FoldedEvent>(
         into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
         deferred: inout DeferredSnapshots, read: @escaping @Sendable (UInt64) throws -> [Event]?,
-        apply: ([Event], inout Projection, inout DeferredSnapshots) -> Void
+        apply: ([Event], inout Projection) -> Void
     ) throws {
         var prefetched: BatchRead<Event>?
         defer { prefetched?.wait() }
@@ -212,7 +218,7 @@ extension VaultLogStore {
                 prefetched = BatchRead(after: last) { try read(last) }
             }
             // One event that cannot be opened or decoded quarantines its item only.
-            apply(batch, &projection, &deferred)
+            apply(batch, &projection)
             guard batch.count == Self.foldBatch else { return }
         }
     }
@@ -236,7 +242,10 @@ extension VaultLogStore {
         try log.read { reader -> [OpenedEvent]? in
             guard try reader.horizon(userId: userId) <= after else { return nil }
             let mapped = try reader.mappedEvents(userId: userId, after: after, limit: Self.foldBatch)
-            let batch = parallelMap(count: mapped.count, threshold: 256) { i in OpenedEvent(mapped[i], userId: userId, key: key) }
+            // One block context per chunk of the batch, for the ends of every operation in it.
+            let batch = parallelMap(count: mapped.count, threshold: 256, state: { KeyedAESCBC.BlockDecryptor?.none }) { i, decryptor in
+                OpenedEvent(mapped[i], userId: userId, key: key, decryptor: &decryptor)
+            }
             for event in batch {
                 if case .notAnEvent(let error) = event.opened { throw error }
             }
@@ -305,24 +314,18 @@ extension VaultLogStore {
 
     /// ``apply(_:to:key:)`` for events opened by ``readOpenedBatch(userId:after:key:)``, without
     /// decoding any operation's cipher: each canonical operation body was read for its small
-    /// fields, and the sequence of an event that became its item's latest version is kept in
-    /// `deferred` for ``materialize(_:into:key:)`` (no plaintext is kept: the few events still
-    /// latest at the end are read again).
-    func applyOpened(_ batch: [OpenedEvent], to projection: inout Projection, deferred: inout DeferredSnapshots) {
+    /// fields, and a change whose latest version such an event became is marked
+    /// (``PendingChange/latestIsInLog``) for ``materialize(_:into:key:)`` (no plaintext is kept:
+    /// the few events still latest at the end are read again).
+    func applyOpened(_ batch: [OpenedEvent], to projection: inout Projection) {
         for event in batch {
             let header = event.header
             switch event.opened {
             case .fields(let type, let fields):
-                // Applied (not skipped for a quarantine) and now the item's latest version.
-                if projection.applyOperationFields(header, type: type, passwordChanged: fields.passwordChanged,
-                                                   baseRevisionDate: fields.baseRevisionDate, at: fields.at) {
-                    deferred[header.cipherId] = (header.sequence, nil)
-                }
+                projection.applyOperationFields(header, type: type, passwordChanged: fields.passwordChanged,
+                                                baseRevisionDate: fields.baseRevisionDate, at: fields.at)
             case .event(let event):
-                // A quarantined item's later events are not applied: its latest version stays.
-                let applied = !projection.isQuarantined(event.cipherId)
                 projection.apply(event)
-                if applied, event.type.isOperation { deferred[event.cipherId] = nil }
             case .failed(let error), .notAnEvent(let error):
                 logger.error("event cannot be read; its item is quarantined", metadata: [
                     "sequence": "\(header.sequence)", "cipher": "\(header.cipherId)", "error": "\(error)"])
@@ -556,7 +559,9 @@ struct OpenedEvent: FoldedEvent {
     /// decrypted (``headBlocks`` and ``tailBlocks`` AES blocks) once the MAC over the whole
     /// event has matched; a body of any other shape, or too short, is decrypted whole and read
     /// as before.
-    init(_ mapped: MappedEvent, userId: String, key: SealingKey) {
+    ///
+    /// `decryptor`: the block context for the ends, kept for the next event of this thread.
+    init(_ mapped: MappedEvent, userId: String, key: SealingKey, decryptor: inout KeyedAESCBC.BlockDecryptor?) {
         let body: Result<AuthenticatedBody, EnvelopeError>
         do {
             (header, body) = try mapped.authenticate(userId: userId, key: key)
@@ -568,7 +573,7 @@ struct OpenedEvent: FoldedEvent {
         do {
             let body = try body.get()
             let type = VaultEventType(rawValue: header.eventType)
-            if let type, type.isOperation, let fields = try Self.fieldsFromTheEnds(body) {
+            if let type, type.isOperation, let fields = try Self.fieldsFromTheEnds(body, decryptor: &decryptor) {
                 opened = .fields(type, fields)
                 return
             }
@@ -585,10 +590,11 @@ struct OpenedEvent: FoldedEvent {
 
     /// The small fields of a canonical operation body, from its ends only; nil when the body
     /// is too short or not of that shape (read it whole).
-    private static func fieldsFromTheEnds(_ body: AuthenticatedBody) throws -> VaultEvent.OperationFields? {
+    private static func fieldsFromTheEnds(_ body: AuthenticatedBody, decryptor: inout KeyedAESCBC.BlockDecryptor?) throws -> VaultEvent.OperationFields? {
         try withUnsafeTemporaryAllocation(byteCount: headBlocks * 16, alignment: 16) { head in
             try withUnsafeTemporaryAllocation(byteCount: tailBlocks * 16, alignment: 16) { tail in
-                guard let (tailCount, count) = try body.decryptEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, head: head, tail: tail)?.get() else {
+                guard let (tailCount, count) = try body.decryptEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, head: head, tail: tail,
+                                                                          decryptor: &decryptor)?.get() else {
                     return nil
                 }
                 return VaultEvent.operationFields(head: UnsafeRawBufferPointer(head),

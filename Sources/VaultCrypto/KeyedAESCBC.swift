@@ -25,7 +25,7 @@ public final class KeyedAESCBC: Sendable {
     static let spareContexts = 8
 
     /// What a pooled context is keyed for.
-    private enum Use: CaseIterable {
+    fileprivate enum Use: CaseIterable {
         case decrypt, encrypt
         /// Block-by-block (ECB) decryption without padding:
         /// ``decryptEnds(_:iv:headBlocks:tailBlocks:head:tail:)`` chains the blocks itself, so a
@@ -91,40 +91,84 @@ public final class KeyedAESCBC: Sendable {
     /// for malformed padding.
     public func decryptEnds(_ ciphertext: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer, headBlocks: Int, tailBlocks: Int,
                             head: UnsafeMutableRawBufferPointer, tail: UnsafeMutableRawBufferPointer) throws -> (tail: Int, plaintext: Int)? {
-        precondition(headBlocks > 0 && tailBlocks > 0 && iv.count == 16, "decryptEnds: blocks at both ends and a 16-byte IV")
-        precondition(head.count >= headBlocks * 16 && tail.count >= tailBlocks * 16, "decryptEnds: output buffers too small")
+        try blockDecryptor()?.decryptEnds(ciphertext, iv: iv, headBlocks: headBlocks, tailBlocks: tailBlocks, head: head, tail: tail)
+    }
+
+    /// A context for many ``BlockDecryptor/decryptEnds(_:iv:headBlocks:tailBlocks:head:tail:)``
+    /// calls on one thread (a fold opens thousands of events per thread: one context for all of
+    /// them, not one taken from the shared pool and handed back per event). Nil without libcrypto.
+    public func blockDecryptor() -> BlockDecryptor? {
         #if canImport(CLibCrypto)
-        let blocks = ciphertext.count / 16
-        guard AESCBC.Backend.preferred == .libcrypto, ciphertext.count % 16 == 0, blocks >= headBlocks + 1 + tailBlocks else { return nil }
-        let tailStart = (blocks - tailBlocks) * 16
-        guard let context = takeContext(.decryptBlocks) else { return nil }
-        let ctx = context.pointer
-        let input = ciphertext.bindMemory(to: UInt8.self).baseAddress!
-        let headOut = head.bindMemory(to: UInt8.self).baseAddress!, tailOut = tail.bindMemory(to: UInt8.self).baseAddress!
-        // Each block decrypted on its own, then chained by hand: plaintext block i is the
-        // decrypted block i XOR ciphertext block i - 1 (the IV before block 0).
-        var written: Int32 = 0
-        guard EVP_CipherUpdate(ctx, headOut, &written, input, Int32(headBlocks * 16)) == 1, written == Int32(headBlocks * 16),
-              EVP_CipherUpdate(ctx, tailOut, &written, input + tailStart, Int32(tailBlocks * 16)) == 1, written == Int32(tailBlocks * 16) else {
-            EVP_CIPHER_CTX_free(ctx)
-            return nil
-        }
-        giveBack(context, .decryptBlocks)
-        let ivBytes = iv.bindMemory(to: UInt8.self).baseAddress!
-        for i in 0..<16 { headOut[i] ^= ivBytes[i] }
-        for i in 16..<(headBlocks * 16) { headOut[i] ^= input[i - 16] }
-        for i in 0..<(tailBlocks * 16) { tailOut[i] ^= input[tailStart - 16 + i] }
-        // PKCS#7 padding, checked as a whole decryption checks it (the caller checked the MAC).
-        let padding = Int(tailOut[tailBlocks * 16 - 1])
-        guard (1...16).contains(padding),
-              (tailBlocks * 16 - padding..<tailBlocks * 16).allSatisfy({ tailOut[$0] == UInt8(padding) }) else {
-            throw VaultCryptoError.decryptionFailed
-        }
-        let tailCount = tailBlocks * 16 - padding
-        return (tailCount, tailStart + tailCount)
+        guard AESCBC.Backend.preferred == .libcrypto, let context = takeContext(.decryptBlocks) else { return nil }
+        return BlockDecryptor(owner: self, context: context)
         #else
         return nil
         #endif
+    }
+
+    /// A block (ECB) context of one ``KeyedAESCBC``, for one thread at a time; handed back to the
+    /// key's pool when released.
+    public final class BlockDecryptor {
+        #if canImport(CLibCrypto)
+        private let owner: KeyedAESCBC
+        private var context: Context?
+
+        fileprivate init(owner: KeyedAESCBC, context: Context) {
+            self.owner = owner
+            self.context = context
+        }
+
+        deinit {
+            if let context { owner.giveBack(context, .decryptBlocks) }
+        }
+        #endif
+
+        /// Whether this context is keyed with `cbc`'s key (is one of its contexts).
+        public func belongs(to cbc: KeyedAESCBC) -> Bool {
+            #if canImport(CLibCrypto)
+            owner === cbc
+            #else
+            false
+            #endif
+        }
+
+        /// ``KeyedAESCBC/decryptEnds(_:iv:headBlocks:tailBlocks:head:tail:)`` with this context.
+        public func decryptEnds(_ ciphertext: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer, headBlocks: Int, tailBlocks: Int,
+                                head: UnsafeMutableRawBufferPointer, tail: UnsafeMutableRawBufferPointer) throws -> (tail: Int, plaintext: Int)? {
+            precondition(headBlocks > 0 && tailBlocks > 0 && iv.count == 16, "decryptEnds: blocks at both ends and a 16-byte IV")
+            precondition(head.count >= headBlocks * 16 && tail.count >= tailBlocks * 16, "decryptEnds: output buffers too small")
+            #if canImport(CLibCrypto)
+            let blocks = ciphertext.count / 16
+            guard ciphertext.count % 16 == 0, blocks >= headBlocks + 1 + tailBlocks, let ctx = context?.pointer else { return nil }
+            let tailStart = (blocks - tailBlocks) * 16
+            let input = ciphertext.bindMemory(to: UInt8.self).baseAddress!
+            let headOut = head.bindMemory(to: UInt8.self).baseAddress!, tailOut = tail.bindMemory(to: UInt8.self).baseAddress!
+            // Each block decrypted on its own, then chained by hand: plaintext block i is the
+            // decrypted block i XOR ciphertext block i - 1 (the IV before block 0).
+            var written: Int32 = 0
+            guard EVP_CipherUpdate(ctx, headOut, &written, input, Int32(headBlocks * 16)) == 1, written == Int32(headBlocks * 16),
+                  EVP_CipherUpdate(ctx, tailOut, &written, input + tailStart, Int32(tailBlocks * 16)) == 1, written == Int32(tailBlocks * 16) else {
+                // A context libcrypto refused is not used again.
+                EVP_CIPHER_CTX_free(ctx)
+                context = nil
+                return nil
+            }
+            let ivBytes = iv.bindMemory(to: UInt8.self).baseAddress!
+            for i in 0..<16 { headOut[i] ^= ivBytes[i] }
+            for i in 16..<(headBlocks * 16) { headOut[i] ^= input[i - 16] }
+            for i in 0..<(tailBlocks * 16) { tailOut[i] ^= input[tailStart - 16 + i] }
+            // PKCS#7 padding, checked as a whole decryption checks it (the caller checked the MAC).
+            let padding = Int(tailOut[tailBlocks * 16 - 1])
+            guard (1...16).contains(padding),
+                  (tailBlocks * 16 - padding..<tailBlocks * 16).allSatisfy({ tailOut[$0] == UInt8(padding) }) else {
+                throw VaultCryptoError.decryptionFailed
+            }
+            let tailCount = tailBlocks * 16 - padding
+            return (tailCount, tailStart + tailCount)
+            #else
+            return nil
+            #endif
+        }
     }
 
     /// ``AESCBC/encrypt(_:key:iv:into:backend:)`` with this key: writes the padded ciphertext to
@@ -183,7 +227,7 @@ public final class KeyedAESCBC: Sendable {
     }
 
     /// Keeps `context` for the next call of its use, or frees it when enough are kept.
-    private func giveBack(_ context: Context, _ use: Use) {
+    fileprivate func giveBack(_ context: Context, _ use: Use) {
         let kept = pool(use).spares.withLock { spares in
             guard spares.count < Self.spareContexts else { return false }
             spares.append(context)

@@ -32,22 +32,27 @@ import EventLog
         let bank = try #require(eager.pending["server-Bank"]), mail = try #require(eager.pending["server-Mail"])
         let bankAt = try #require(bank.versionSequences.last), mailAt = try #require(mail.versionSequences.last)
         var lazy = eager
-        lazy.pending["server-Bank"]?.latest = Projection.undecodedSnapshot
-        lazy.pending["server-Mail"]?.latest = Projection.undecodedSnapshot
+        for id in ["server-Bank", "server-Mail"] {
+            lazy.pending[id]?.latest = Projection.undecodedSnapshot
+            lazy.pending[id]?.latestIsInLog = true
+        }
         var right = lazy
-        #expect(h.store.materialize(["server-Bank": (bankAt, nil), "server-Mail": (mailAt, nil)], into: &right, key: key))
+        #expect(h.store.materialize([:], into: &right, key: key))
         #expect(right == eager)
-        // Bank's entry pointing at Mail's event (pending as of that sequence), and at an event that is not there.
+        // Bank's latest version pointing at Mail's event (pending as of that sequence), and at an event that is not there.
         var swapped = lazy
         swapped.pending["server-Bank"]?.versionSequences.append(mailAt)
-        #expect(!h.store.materialize(["server-Bank": (mailAt, nil)], into: &swapped, key: key))
+        #expect(!h.store.materialize([:], into: &swapped, key: key))
         var gone = lazy
         gone.pending["server-Bank"]?.versionSequences.append(eager.lastSequence + 10)
-        #expect(!h.store.materialize(["server-Bank": (eager.lastSequence + 10, nil)], into: &gone, key: key))
-        // An entry no longer the item's latest version is not read at all.
-        var stale = lazy
-        #expect(h.store.materialize(["server-Bank": (eager.lastSequence + 10, nil)], into: &stale, key: key))
-        #expect(stale == lazy)
+        #expect(!h.store.materialize([:], into: &gone, key: key))
+        // A change not marked is not read at all, nor a checkpoint's snapshot no longer its latest version.
+        var unmarked = eager
+        unmarked.pending["server-Bank"]?.versionSequences.append(eager.lastSequence + 10)
+        let before = unmarked
+        let stale = try VaultEvent.encodeCipher(Projection.undecodedSnapshot)
+        #expect(h.store.materialize(["server-Bank": (bankAt, stale[...])], into: &unmarked, key: key))
+        #expect(unmarked == before)
     }
 
     @Test func undecodableEvent_quarantinesItsItemOnly() async throws {
