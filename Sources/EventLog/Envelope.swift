@@ -1,6 +1,7 @@
 import Crypto
 import _CryptoExtras
 import Foundation
+import LMDB
 import VaultCrypto
 
 /// The plaintext part of an envelope: what can be read without a key. It is
@@ -201,8 +202,9 @@ public struct SealingKey: Sendable, CustomStringConvertible {
 
     /// One derived key plus an HMAC already keyed with its MAC half (copying the keyed state
     /// saves the two SHA-256 blocks of HMAC key setup on every event) and AES-CBC with its key
-    /// schedule done once (``KeyedAESCBC``).
-    struct SubKey: Sendable {
+    /// schedule done once (``KeyedAESCBC``). A class: reading `key.events` for every event
+    /// copied the struct (HMAC states, key and all) and retained each of its references.
+    final class SubKey: Sendable {
         let key: SymmetricCryptoKey
         let hmac: KeyedHMACSHA256
         let cbc: KeyedAESCBC
@@ -517,6 +519,12 @@ package struct MappedEvent: @unchecked Sendable {
     /// The sequence its key (and index entry) names.
     package let sequence: UInt64
     let raw: UnsafeRawBufferPointer
+
+    /// Starts loading the event into the cache without waiting for it (while the event before it
+    /// is opened: its first reads otherwise wait for memory).
+    package func prefetch() {
+        if let base = raw.baseAddress { LMDB.prefetch(base, bytes: raw.count) }
+    }
 
     /// Checks the event as a read of `userId`'s events does (its header, its key, its user, its
     /// body's framing: any of those wrong throws, as ``LogReader/envelopes(userId:after:limit:)``

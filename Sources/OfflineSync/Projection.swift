@@ -220,8 +220,11 @@ public struct Projection: Codable, Sendable, Equatable {
         guard !isQuarantined(id) else { return }
         switch event.body {
         case .operation(let op):
-            applyOperation(event.type, sequence: event.sequence, cipherId: id, passwordChanged: op.passwordChanged,
-                           baseRevisionDate: op.baseRevisionDate, at: op.at, cipher: op.cipher)
+            if let index = applyOperation(event.type, sequence: event.sequence, cipherId: id, passwordChanged: op.passwordChanged,
+                                          baseRevisionDate: op.baseRevisionDate, at: op.at) {
+                pending.values[index].latest = op.cipher
+                pending.values[index].latestIsInLog = false
+            }
         case .outcome(let outcome):
             switch event.type {
             case .resolved, .clearedAfterOnlineSuccess:
@@ -262,7 +265,7 @@ public struct Projection: Codable, Sendable, Equatable {
         lastSequence = header.sequence
         guard !isQuarantined(header.cipherId) else { return false }
         return applyOperation(type, sequence: header.sequence, cipherId: header.cipherId, passwordChanged: passwordChanged,
-                              baseRevisionDate: baseRevisionDate, at: at, cipher: nil)
+                              baseRevisionDate: baseRevisionDate, at: at) != nil
     }
 
     /// A failed attempt's outcome on its pending change.
@@ -278,42 +281,44 @@ public struct Projection: Codable, Sendable, Equatable {
     /// The snapshot of a change whose latest version is not decoded yet (lazy fold).
     static let undecodedSnapshot = Cipher(type: .login)
 
-    /// An operation event (type merge, counts, versions); `cipher` nil leaves the latest
-    /// snapshot to the caller. True when the item stays pending (this event its latest version).
+    /// An operation event (type merge, counts, versions), without its snapshot: the change is
+    /// left marked ``PendingChange/latestIsInLog`` with the placeholder snapshot, for the
+    /// caller to set (``apply(_:)``) or the lazy fold to read at its end. The index of the change
+    /// when the item stays pending (this event its latest version).
     ///
     /// The change is read and updated in place through its dictionary index: a pending change
     /// carries its snapshot (a `Cipher` of dozens of fields), and each copy taken out of the
-    /// dictionary retained and released all of them, several times per event.
+    /// dictionary retained and released all of them, several times per event. (Passing the
+    /// snapshot in, even as nil, wrote and copied that whole optional for every event.)
     @discardableResult
     private mutating func applyOperation(_ eventType: VaultEventType, sequence: UInt64, cipherId id: String, passwordChanged: Bool,
-                                         baseRevisionDate: BitwardenDate?, at: BitwardenDate, cipher: Cipher?) -> Bool {
+                                         baseRevisionDate: BitwardenDate?, at: BitwardenDate) -> Dictionary<String, PendingChange>.Index? {
         if let index = pending.index(forKey: id) {
             // Read and changed through one in-place access: reading a field through the
             // dictionary's getter copied the whole change first.
-            guard Self.fold(eventType, sequence: sequence, passwordChanged: passwordChanged, at: at, cipher: cipher,
-                            into: &pending.values[index]) else {
+            guard Self.fold(eventType, sequence: sequence, passwordChanged: passwordChanged, at: at, into: &pending.values[index]) else {
                 pending.remove(at: index)
-                return false
+                return nil
             }
-            return true
+            return index
         }
-        guard case .pending(let type) = PendingChangeType.merge(nil, eventType) else { return false }
+        guard case .pending(let type) = PendingChangeType.merge(nil, eventType) else { return nil }
         pending[id] = PendingChange(
             cipherId: id, changeType: type,
             originalRevisionDate: type == .create ? nil : baseRevisionDate,
             offlinePasswordChangeCount: passwordChanged ? 1 : 0,
-            createdAt: at, updatedAt: at, latest: cipher ?? Self.undecodedSnapshot,
+            createdAt: at, updatedAt: at, latest: Self.undecodedSnapshot,
             versionSequences: [sequence],
             passwordChangeSequences: passwordChanged ? [sequence] : [],
             hasEdits: eventType == .updated,
             startedAsCreate: type == .create ? true : nil,
-            latestIsInLog: cipher == nil)
-        return true
+            latestIsInLog: true)
+        return pending.index(forKey: id)
     }
 
     /// An operation on an item already pending; false when the change is discarded (a create
     /// deleted before it reached the server), which leaves `change` as it was.
-    private static func fold(_ eventType: VaultEventType, sequence: UInt64, passwordChanged: Bool, at: BitwardenDate, cipher: Cipher?,
+    private static func fold(_ eventType: VaultEventType, sequence: UInt64, passwordChanged: Bool, at: BitwardenDate,
                              into change: inout PendingChange) -> Bool {
         var merged = PendingChangeType.merge(change.changeType, eventType)
         // A create that may have reached the server is not discarded by a delete: the
@@ -324,13 +329,7 @@ public struct Projection: Codable, Sendable, Equatable {
         guard case .pending(let type) = merged else { return false }
         if change.changeType == .create && type != .create { change.startedAsCreate = true }
         change.changeType = type
-        // (`cipher == nil` copied the whole optional cipher on every event.)
-        if let cipher {
-            change.latest = cipher
-            change.latestIsInLog = false
-        } else {
-            change.latestIsInLog = true
-        }
+        change.latestIsInLog = true
         change.updatedAt = at
         change.versionSequences.append(sequence)
         if eventType == .updated { change.hasEdits = true }

@@ -244,7 +244,9 @@ extension VaultLogStore {
             let mapped = try reader.mappedEvents(userId: userId, after: after, limit: Self.foldBatch)
             // One block context per chunk of the batch, for the ends of every operation in it.
             let batch = parallelMap(count: mapped.count, threshold: 256, state: { KeyedAESCBC.BlockDecryptor?.none }) { i, decryptor in
-                OpenedEvent(mapped[i], userId: userId, key: key, decryptor: &decryptor)
+                // The next event loads while this one's MAC is computed.
+                if i + 1 < mapped.count { mapped[i + 1].prefetch() }
+                return OpenedEvent(mapped[i], userId: userId, key: key, decryptor: &decryptor)
             }
             for event in batch {
                 if case .notAnEvent(let error) = event.opened { throw error }
@@ -318,18 +320,22 @@ extension VaultLogStore {
     /// (``PendingChange/latestIsInLog``) for ``materialize(_:into:key:)`` (no plaintext is kept:
     /// the few events still latest at the end are read again).
     func applyOpened(_ batch: [OpenedEvent], to projection: inout Projection) {
-        for event in batch {
-            let header = event.header
-            switch event.opened {
-            case .fields(let type, let fields):
-                projection.applyOperationFields(header, type: type, passwordChanged: fields.passwordChanged,
-                                                baseRevisionDate: fields.baseRevisionDate, at: fields.at)
-            case .event(let event):
-                projection.apply(event)
-            case .failed(let error), .notAnEvent(let error):
-                logger.error("event cannot be read; its item is quarantined", metadata: [
-                    "sequence": "\(header.sequence)", "cipher": "\(header.cipherId)", "error": "\(error)"])
-                projection.quarantine(header, reason: "\(error)")
+        // Read in place: binding each event (`for event in batch`) copied it, header strings
+        // and all, and released the copy again.
+        batch.withUnsafeBufferPointer { events in
+            for i in events.indices {
+                switch events[i].opened {
+                case .fields(let type, let fields):
+                    projection.applyOperationFields(events[i].header, type: type, passwordChanged: fields.passwordChanged,
+                                                    baseRevisionDate: fields.baseRevisionDate, at: fields.at)
+                case .event(let event):
+                    projection.apply(event)
+                case .failed(let error), .notAnEvent(let error):
+                    let header = events[i].header
+                    logger.error("event cannot be read; its item is quarantined", metadata: [
+                        "sequence": "\(header.sequence)", "cipher": "\(header.cipherId)", "error": "\(error)"])
+                    projection.quarantine(header, reason: "\(error)")
+                }
             }
         }
     }
