@@ -240,6 +240,14 @@ public struct LogReader {
     /// events are looked up through one cursor: an event right after the previous one found is
     /// the cursor's next entry (a user's events are mostly consecutive), and only any other
     /// costs a search from the root (a B-tree lookup per event was about a sixth of a header fold).
+    /// Whether `key` begins with `prefix` (one `memcmp`: the generic `starts(with:)` walked both
+    /// byte by byte for every index entry a fold reads).
+    static func bytes(_ key: UnsafeRawBufferPointer, startWith prefix: [UInt8]) -> Bool {
+        key.count >= prefix.count && prefix.withUnsafeBytes { p in
+            p.isEmpty || memcmp(key.baseAddress!, p.baseAddress!, p.count) == 0
+        }
+    }
+
     func forEachIndexedEvent(userId: String, after: UInt64,
                              _ body: (_ sequence: UInt64, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
         guard after < .max else { return }
@@ -247,7 +255,7 @@ public struct LogReader {
         try transaction.withCursor(store.events) { events in
             var previous: UInt64?
             try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
-                guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+                guard key.count == prefix.count + 8, Self.bytes(key, startWith: prefix) else { return false }
                 let sequence = readBE(key, at: prefix.count, as: UInt64.self)
                 var entry: Cursor.Entry?
                 if let previous, previous &+ 1 == sequence, let next = try events.next(),
