@@ -10,16 +10,7 @@ import Foundation
 /// payloads, and moving them through value witnesses was a fifth of the fold's time).
 package func parallelMap<T: Sendable>(count: Int, threshold: Int,
                                       _ transform: @Sendable (Int) -> T) -> [T] {
-    guard count >= threshold, processorCount > 1 else { return (0..<count).map(transform) }
-    return [T](unsafeUninitializedCapacity: count) { buffer, initialized in
-        // Each chunk initialises only its own disjoint range; `transform` does not throw, so
-        // every element is initialised when `concurrentPerform` returns.
-        nonisolated(unsafe) let base = buffer.baseAddress!
-        inChunksOnAllCores(count) { range in
-            for i in range { (base + i).initialize(to: transform(i)) }
-        }
-        initialized = count
-    }
+    parallelMap(count: count, threshold: threshold, state: {}) { i, _ in transform(i) }
 }
 
 /// ``parallelMap(count:threshold:_:)`` with state of each chunk's own: `state` makes it (on the
@@ -32,6 +23,8 @@ package func parallelMap<T: Sendable, State>(count: Int, threshold: Int, state: 
         return (0..<count).map { transform($0, &local) }
     }
     return [T](unsafeUninitializedCapacity: count) { buffer, initialized in
+        // Each chunk initialises only its own disjoint range; `transform` does not throw, so
+        // every element is initialised when `concurrentPerform` returns.
         nonisolated(unsafe) let base = buffer.baseAddress!
         inChunksOnAllCores(count) { range in
             var local = state()

@@ -256,16 +256,14 @@ public struct Projection: Codable, Sendable, Equatable {
 
     /// Folds an operation whose body was read without its cipher (the lazy fold): everything
     /// ``apply(_:)`` does but the latest snapshot, which stays the placeholder, marked
-    /// ``PendingChange/latestIsInLog`` for the fold to read at its end. True when the item is
-    /// now pending with this event as its latest version.
-    @discardableResult
+    /// ``PendingChange/latestIsInLog`` for the fold to read at its end.
     mutating func applyOperationFields(_ header: EventHeader, type: VaultEventType, passwordChanged: Bool,
-                                       baseRevisionDate: BitwardenDate?, at: BitwardenDate) -> Bool {
+                                       baseRevisionDate: BitwardenDate?, at: BitwardenDate) {
         precondition(header.sequence > lastSequence, "events fold in sequence order")
         lastSequence = header.sequence
-        guard !isQuarantined(header.cipherId) else { return false }
-        return applyOperation(type, sequence: header.sequence, cipherId: header.cipherId, passwordChanged: passwordChanged,
-                              baseRevisionDate: baseRevisionDate, at: at) != nil
+        guard !isQuarantined(header.cipherId) else { return }
+        applyOperation(type, sequence: header.sequence, cipherId: header.cipherId, passwordChanged: passwordChanged,
+                       baseRevisionDate: baseRevisionDate, at: at)
     }
 
     /// A failed attempt's outcome on its pending change.

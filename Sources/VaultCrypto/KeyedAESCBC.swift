@@ -123,10 +123,11 @@ public final class KeyedAESCBC: Sendable {
         }
         #endif
 
-        /// Whether this context is keyed with `cbc`'s key (is one of its contexts).
+        /// Whether this decryptor decrypts for `cbc`: one of its contexts, still usable (a context
+        /// libcrypto refused is freed; the caller then takes another, as a call from the pool does).
         public func belongs(to cbc: KeyedAESCBC) -> Bool {
             #if canImport(CLibCrypto)
-            owner === cbc
+            owner === cbc && context != nil
             #else
             false
             #endif
