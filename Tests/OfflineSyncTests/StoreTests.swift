@@ -385,6 +385,44 @@ struct XorShift {
         }
     }
 
+    /// An outcome with nothing but its time is read without the JSON decoder: the canonical
+    /// body gives the decoder's outcome, and every one-byte change of it gives the decoder's
+    /// outcome too (or is left to the decoder), so a fold reads such a body as before. A body
+    /// with another field is left to the decoder.
+    @Test func bareOutcome_readsWhatTheDecoderReads() throws {
+        let header = EventHeader(sequence: 9, userId: "u", cipherId: "c", eventType: VaultEventType.resolved.rawValue, recordedAtMillis: 0)
+        let dates = ["2026-02-03T04:05:06.7000000Z", "1970-01-01T00:00:00.0000000Z", "2024-02-29T23:59:59.9999999Z"]
+        var read = 0, left = 0
+        for text in dates {
+            let canonical = try VaultEvent.encode(.outcome(OutcomeBody(at: try BitwardenDate(text))))
+            let fast = try #require(VaultEvent.bareOutcome(canonical), "\(String(decoding: canonical, as: UTF8.self))")
+            #expect(fast == (try JSONTapeDecoder().decode(OutcomeBody.self, from: canonical)) && fast.at.text == text)
+            #expect(try VaultEvent(header: header, plaintext: canonical).outcome == fast)
+            for position in canonical.indices {
+                for byte: UInt8 in [0x00, 0x22, 0x2B, 0x2D, 0x30, 0x32, 0x35, 0x39, 0x3A, 0x5A, 0x5C, 0x7B, 0x7D, 0xC3] where canonical[position] != byte {
+                    var mutated = canonical
+                    mutated[position] = byte
+                    let decoded = try? JSONTapeDecoder().decode(OutcomeBody.self, from: mutated)
+                    guard let bare = VaultEvent.bareOutcome(mutated) else {
+                        left += 1
+                        continue
+                    }
+                    read += 1
+                    let context = "\(String(decoding: mutated, as: UTF8.self))"
+                    #expect(bare == decoded && bare.at.text == decoded?.at.text, "\(context)")
+                    #expect((try? VaultEvent(header: header, plaintext: mutated))?.outcome == decoded, "\(context)")
+                }
+            }
+        }
+        // Both sides of the fast path were taken (digits changed in range are read, the rest left).
+        #expect(read > 100 && left > 100, "read \(read), left \(left)")
+        let withReason = try VaultEvent.encode(.outcome(OutcomeBody(at: try BitwardenDate(dates[0]), reason: "x")))
+        #expect(VaultEvent.bareOutcome(withReason) == nil)
+        let otherVersion = Array(#"{"at":"2026-02-03T04:05:06.7000000Z","v":2}"#.utf8)
+        #expect(VaultEvent.bareOutcome(otherVersion) == nil)
+        #expect(throws: OfflineSyncError.self) { try VaultEvent(header: header, plaintext: otherVersion) }
+    }
+
     /// A save encodes the cipher once and splices it into the operation body: the bytes are
     /// exactly what encoding the whole body gives (for every optional field present or absent,
     /// and text that needs escaping), so stored bodies and the fold's fast path are unchanged.
