@@ -549,11 +549,16 @@ package struct MappedEvent: @unchecked Sendable {
 }
 
 /// The sealed body of a ``MappedEvent`` whose MAC matched: valid, like it, only inside the read
-/// transaction that found it.
+/// transaction that found it, and only while the ``SealingKey`` it was authenticated with is
+/// alive (it does not keep the key).
 package struct AuthenticatedBody {
     let raw: UnsafeRawBufferPointer
     let headerLength: Int
-    let cbc: KeyedAESCBC
+    /// The key's AES context, not retained: the body lives only while its opener holds the
+    /// key it was authenticated with. (A reference count taken and dropped per event, both
+    /// cores writing the one shared count, was a tenth of a fold's profile samples; the fold ran
+    /// about 3% faster without it.)
+    unowned(unsafe) let cbc: KeyedAESCBC
     let sequence: UInt64
 
     /// The whole plaintext; ``EnvelopeError/undecryptable(sequence:)`` for malformed padding.
