@@ -479,7 +479,7 @@ public struct Envelope: Sendable {
         hmac.update(data: UnsafeRawBufferPointer(rebasing: raw[(macStart + macBytes)...]))
         return withUnsafeTemporaryAllocation(byteCount: macBytes, alignment: 1) { expected in
             hmac.finalize(into: expected)
-            return constantTimeEquals(UnsafeRawBufferPointer(expected), raw[macStart..<macStart + macBytes])
+            return constantTimeEquals(UnsafeRawBufferPointer(expected), UnsafeRawBufferPointer(rebasing: raw[macStart..<macStart + macBytes]))
         }
     }
 

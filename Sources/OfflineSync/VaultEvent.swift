@@ -300,7 +300,7 @@ public struct VaultEvent: Sendable, Equatable {
     /// about as much as all the rest of such an event. Nil for any other body (decode it).
     static func bareOutcome(_ plaintext: [UInt8]) -> OutcomeBody? {
         let prefix: StaticString = "{\"at\":\"", suffix: StaticString = "\",\"v\":1}"
-        let dateLength = 28
+        let dateLength = BitwardenDate.canonicalLength
         guard plaintext.count == prefix.utf8CodeUnitCount + dateLength + suffix.utf8CodeUnitCount else { return nil }
         return plaintext.withUnsafeBytes { p -> OutcomeBody? in
             let dateStart = prefix.utf8CodeUnitCount, dateEnd = dateStart + dateLength
@@ -337,6 +337,13 @@ public struct VaultEvent: Sendable, Equatable {
         /// quote) inside `head`, and where it ends.
         func date(at offset: Int) -> (BitwardenDate, end: Int)? {
             guard offset < head.count, head[offset] == UInt8(ascii: "\"") else { return nil }
+            // A date of the canonical length closed by a quote: no byte of it can be a quote or
+            // a backslash once it reads as a date, so no scan for them.
+            let canonicalEnd = offset + 1 + BitwardenDate.canonicalLength
+            if canonicalEnd < head.count, head[canonicalEnd] == UInt8(ascii: "\""),
+               let date = try? BitwardenDate(utf8: UnsafeRawBufferPointer(rebasing: head[(offset + 1)..<canonicalEnd])) {
+                return (date, canonicalEnd + 1)
+            }
             var i = offset + 1
             while i < head.count, head[i] != UInt8(ascii: "\""), head[i] != UInt8(ascii: "\\") { i += 1 }
             guard i < head.count, head[i] == UInt8(ascii: "\""),

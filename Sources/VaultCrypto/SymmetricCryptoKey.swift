@@ -116,3 +116,18 @@ public func constantTimeEquals(_ lhs: some Collection<UInt8>, _ rhs: some Collec
     for (a, b) in zip(lhs, rhs) { difference |= a ^ b }
     return difference == 0
 }
+
+/// ``constantTimeEquals(_:_:)`` for bytes in memory, eight at a time (a fold compares a MAC per
+/// event; the generic form walked a slice byte by byte, about 400 instructions for 32 bytes).
+/// Reads every byte whatever differs.
+public func constantTimeEquals(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Bool {
+    guard lhs.count == rhs.count else { return false }
+    guard let l = lhs.baseAddress, let r = rhs.baseAddress else { return true }
+    let words = lhs.count / 8
+    var difference: UInt64 = 0
+    for i in 0..<words {
+        difference |= l.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self) ^ r.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)
+    }
+    for i in (words * 8)..<lhs.count { difference |= UInt64(lhs[i] ^ rhs[i]) }
+    return difference == 0
+}

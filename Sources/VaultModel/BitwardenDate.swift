@@ -248,7 +248,7 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
     }
 
     /// Length of the canonical form `yyyy-MM-ddTHH:mm:ss.fffffffZ`.
-    static let canonicalLength = 28
+    package static let canonicalLength = 28
 
     private static func format(ticks: Int64) -> String {
         String(unsafeUninitializedCapacity: canonicalLength) { buffer in

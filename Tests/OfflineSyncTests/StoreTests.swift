@@ -385,6 +385,43 @@ struct XorShift {
         }
     }
 
+    /// The fold's reading of an operation body's small fields agrees with the decoder on every
+    /// one-byte change of the body before its cipher (both dates, canonical or with an offset,
+    /// the keys, the quotes around them): whatever it reads, the decoder reads too, with the
+    /// same dates (and their text), base revision and password flag.
+    @Test func operationFields_readWhatTheDecoderReads_afterAnyOneByteChange() throws {
+        let h = try Harness()
+        let cipher = try Harness.login("n", password: "pw").encrypt(userKey: h.userKey)
+        var read = 0, left = 0
+        for (at, base) in [("2026-02-03T04:05:06.7000000Z", "2026-01-01T00:00:00.1234567Z"),
+                           ("2026-02-03T04:05:06.7-01:30", "2026-01-01T02:00:00.1234567+02:00")] {
+            let body = OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: try BitwardenDate(base), at: try BitwardenDate(at))
+            let plaintext = try VaultEvent.encode(.operation(body))
+            // Up to the cipher's opening brace: a change inside the cipher is for the end of the
+            // fold to find (it decodes the latest snapshots, and folds again eagerly if one fails).
+            let cipherStart = try #require(VaultEvent.operationFields(plaintext)).cipher.lowerBound
+            for position in 0...cipherStart {
+                for byte: UInt8 in [0x22, 0x2B, 0x2C, 0x30, 0x31, 0x33, 0x39, 0x3A, 0x5A, 0x5C, 0x61, 0x7D] where plaintext[position] != byte {
+                    var mutated = plaintext
+                    mutated[position] = byte
+                    guard let fields = VaultEvent.operationFields(mutated) else {
+                        left += 1
+                        continue
+                    }
+                    read += 1
+                    let context = String(decoding: mutated.prefix(cipherStart + 20), as: UTF8.self)
+                    let decoded = try? JSONTapeDecoder().decode(OperationBody.self, from: mutated)
+                    #expect(decoded != nil, "\(context)")
+                    guard let decoded else { continue }
+                    #expect(fields.at == decoded.at && fields.at.text == decoded.at.text, "\(context)")
+                    #expect(fields.baseRevisionDate == decoded.baseRevisionDate && fields.baseRevisionDate?.text == decoded.baseRevisionDate?.text, "\(context)")
+                    #expect(fields.passwordChanged == decoded.passwordChanged, "\(context)")
+                }
+            }
+        }
+        #expect(read > 100 && left > 100, "read \(read), left \(left)")
+    }
+
     /// An outcome with nothing but its time is read without the JSON decoder: the canonical
     /// body gives the decoder's outcome, and every one-byte change of it gives the decoder's
     /// outcome too (or is left to the decoder), so a fold reads such a body as before. A body

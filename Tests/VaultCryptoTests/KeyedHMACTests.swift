@@ -107,3 +107,34 @@ import Testing
         #endif
     }
 }
+
+@Suite struct ConstantTimeEqualsTests {
+    /// The word-at-a-time comparison of bytes in memory (what checks every event's MAC) agrees
+    /// with the byte-by-byte one: equal buffers of every length up to 41 bytes match, a change
+    /// of any one bit of either side anywhere (the words and the bytes after them) does not,
+    /// and buffers of different lengths never match.
+    @Test func inMemory_agreesWithTheByteByByteComparison() {
+        var rng = SystemRandomNumberGenerator()
+        for count in 0...41 {
+            let a = (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            a.withUnsafeBytes { l in
+                let copy = Array(l)
+                copy.withUnsafeBytes { r in
+                    #expect(constantTimeEquals(l, r) && constantTimeEquals(a, copy), "length \(count)")
+                }
+                for position in 0..<count {
+                    for bit in [0, 7] {
+                        var changed = copy
+                        changed[position] ^= 1 << bit
+                        changed.withUnsafeBytes { r in
+                            #expect(!constantTimeEquals(l, r) && !constantTimeEquals(r, l), "length \(count), byte \(position), bit \(bit)")
+                            #expect(constantTimeEquals(a, changed) == false)
+                        }
+                    }
+                }
+                let longer = copy + [0]
+                longer.withUnsafeBytes { r in #expect(!constantTimeEquals(l, UnsafeRawBufferPointer(r))) }
+            }
+        }
+    }
+}
