@@ -59,11 +59,8 @@ func runAppendBench(quick: Bool, results: Results) throws {
                 return Double(contender.events) / seconds
             })
         }) }
-        /// The rounds in order: a late round's fall shows as such, not only in the spread.
-        func eachRound(_ stats: Stats) -> String {
-            "[" + stats.values.map { json($0.rounded()) }.joined(separator: ", ") + "]"
-        }
-        /// The kernel CPU seconds of each round, in order.
+        /// The kernel CPU seconds of each round, in order (the rounds' rates in order are
+        /// ``eachRound(_:)``: a late round's fall shows as such, not only in the spread).
         func eachRoundSystemSeconds(_ name: String) -> String {
             let rounded: [Double] = (systemSeconds[name] ?? []).map { ($0 * 100).rounded() / 100 }
             return "[" + rounded.map(json).joined(separator: ", ") + "]"

@@ -54,6 +54,11 @@ func interleave(rounds: Int, _ contenders: [(name: String, run: () async throws 
     return figures.mapValues(Stats.init)
 }
 
+/// Each round's value, rounded, in order, as a JSON array (for a figure's extra fields).
+func eachRound(_ stats: Stats) -> String {
+    "[" + stats.values.map { json($0.rounded()) }.joined(separator: ", ") + "]"
+}
+
 /// How a figure compares with its target.
 enum Target: Sendable {
     /// The value must be at least this.

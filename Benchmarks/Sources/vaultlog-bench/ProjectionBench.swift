@@ -13,7 +13,8 @@ import VaultModel
 /// - full fold: the decrypted `Projection` (change types, password-change counts, base
 ///   revisions, the latest snapshot, every version's sequence) with no checkpoint, against its
 ///   crypto floor: checking every event's MAC and decrypting its body on all cores, with the
-///   events already in memory (`crypto_floor`);
+///   events already in memory (`crypto_floor`); three rounds of each fold and floor,
+///   interleaved, median (the fold that also writes the checkpoint is timed once after them);
 /// - open + pending count: reopen the store and count pending items, with the checkpoint the
 ///   full fold left, against the same without a checkpoint (interleaved);
 /// - incremental fold: 1,000 more events, then reopen, unlock and fold checkpoint + tail; the
@@ -32,48 +33,74 @@ func runProjectionBench(quick: Bool, results: Results) throws {
         func writeWorkload(to path: String) throws { try workload.write(total, to: path) }
         try writeWorkload(to: dir)
 
-        // Header fold, locked, no checkpoint. Peak memory: anonymous RSS above the baseline
-        // before the fold (the mapped store's pages are the page cache's, not the process's).
+        // Header fold (locked), full fold (unlocked) and the full fold's crypto floors, three
+        // rounds interleaved (A B C D A B C D …), value = median: one run of each moved by a
+        // tenth between runs of the same build on this VM. No checkpoint is written in these
+        // rounds (each fold starts from the first event); the fold that writes the checkpoint
+        // the later figures use comes after, timed on its own. Peak memory: anonymous RSS above
+        // what it was just before each fold (the mapped store's pages are the page cache's, not
+        // the process's), the highest of the rounds.
         var noCheckpoints = options
         noCheckpoints.pendingCheckpointInterval = 0
         noCheckpoints.checkpointInterval = Int.max
-        let baseline = anonymousRSS()
-        var headerPending = 0
-        let (headerSeconds, headerPeak) = try measuringPeakAnonymousRSS {
-            try time {
-                let store = try VaultLogStore(path: dir, options: noCheckpoints)
-                headerPending = try store.pendingCount(userId: userId)
-                store.close()
-            }
-        }
-        results.add(Figure(group: "projection", bench: "header_fold", metric: "throughput", unit: "events/s",
-                           value: Stats(values: [Double(total) / headerSeconds]), target: .atLeast(800_000),
-                           extra: ["events": "\(total)", "pending": "\(headerPending)",
-                                   "peak_anon_rss_mib": json(Double(headerPeak - baseline) / 1_048_576), "rss_target_mib": "64"]))
-
-        // Full fold, unlocked, no checkpoint (it saves one at the end).
-        var foldPending = 0
-        var parts: [String: Double] = [:]
-        let (foldSeconds, foldPeak) = try measuringPeakAnonymousRSS {
-            try time {
-                var store: VaultLogStore!
-                parts["open_ms"] = try time { store = try VaultLogStore(path: dir, options: options) } * 1000
-                parts["unlock_ms"] = time { store.unlock(userId: userId, userKey: userKey) } * 1000
-                parts["fold_and_checkpoint_ms"] = try time { foldPending = try store.projection(userId: userId).pendingCount } * 1000
-                parts["close_ms"] = time { store.close() } * 1000
-            }
-        }
+        var headerPending = 0, foldPending = 0
+        var headerGrowth = 0, foldGrowth = 0
+        var parts: [String: [Double]] = [:]
+        let folds = try interleave(rounds: 3, [
+            ("header_fold", {
+                let before = anonymousRSS()
+                let (seconds, peak) = try measuringPeakAnonymousRSS {
+                    try time {
+                        let store = try VaultLogStore(path: dir, options: noCheckpoints)
+                        headerPending = try store.pendingCount(userId: userId)
+                        store.close()
+                    }
+                }
+                headerGrowth = max(headerGrowth, peak - before)
+                return Double(total) / seconds
+            }),
+            ("full_fold", {
+                let before = anonymousRSS()
+                let (seconds, peak) = try measuringPeakAnonymousRSS {
+                    try time {
+                        var store: VaultLogStore!
+                        parts["open_ms", default: []].append(try time { store = try VaultLogStore(path: dir, options: noCheckpoints) } * 1000)
+                        parts["unlock_ms", default: []].append(time { store.unlock(userId: userId, userKey: userKey) } * 1000)
+                        parts["fold_ms", default: []].append(try time { foldPending = try store.projection(userId: userId).pendingCount } * 1000)
+                        parts["close_ms", default: []].append(time { store.close() } * 1000)
+                    }
+                }
+                foldGrowth = max(foldGrowth, peak - before)
+                return Double(total) / seconds
+            }),
+            ("crypto_floor", { Double(total) / (try workload.cryptoFloorSeconds(of: dir)) }),
+            ("mac_only_floor", { Double(total) / (try workload.cryptoFloorSeconds(of: dir, macOnly: true)) }),
+        ])
         precondition(foldPending == headerPending, "full fold found \(foldPending) pending, header fold \(headerPending)")
-        let floorSeconds = try workload.cryptoFloorSeconds(of: dir)
-        let macFloorSeconds = try workload.cryptoFloorSeconds(of: dir, macOnly: true)
-        let foldRate = Double(total) / foldSeconds, floorRate = Double(total) / floorSeconds
+        results.add(Figure(group: "projection", bench: "header_fold", metric: "throughput", unit: "events/s",
+                           value: folds["header_fold"]!, target: .atLeast(800_000),
+                           extra: ["events": "\(total)", "pending": "\(headerPending)",
+                                   "peak_anon_rss_mib": json(Double(headerGrowth) / 1_048_576), "rss_target_mib": "64"]))
+        // The fold a first unlock does: the same, then the checkpoint it saves at the end.
+        let foldAndCheckpointMs = try time {
+            let store = try VaultLogStore(path: dir, options: options)
+            store.unlock(userId: userId, userKey: userKey)
+            foldPending = try store.projection(userId: userId).pendingCount
+            store.close()
+        } * 1000
+        precondition(foldPending == headerPending, "full fold found \(foldPending) pending, header fold \(headerPending)")
+        let fold = folds["full_fold"]!, floor = folds["crypto_floor"]!
         results.add(Figure(group: "projection", bench: "full_fold", metric: "throughput", unit: "events/s",
-                           value: Stats(values: [foldRate]), baseline: "crypto_floor", baselineValue: Stats(values: [floorRate]),
-                           ratio: foldRate / floorRate, target: .atLeast(1_000_000),
+                           value: fold, baseline: "crypto_floor", baselineValue: floor,
+                           ratio: fold.median / floor.median, target: .atLeast(1_000_000),
                            extra: ["events": "\(total)", "pending": "\(foldPending)",
-                                   "mac_only_floor_events_s": json((Double(total) / macFloorSeconds).rounded()),
-                                   "peak_anon_rss_mib": json(Double(foldPeak - baseline) / 1_048_576), "rss_target_mib": "64"]
-                               .merging(parts.mapValues(json)) { a, _ in a }))
+                                   "mac_only_floor_events_s": json(folds["mac_only_floor"]!.median.rounded()),
+                                   "mac_only_floor_each_round": eachRound(folds["mac_only_floor"]!),
+                                   "events_s_each_round": eachRound(fold),
+                                   "crypto_floor_each_round": eachRound(floor),
+                                   "fold_then_checkpoint_ms": json(foldAndCheckpointMs),
+                                   "peak_anon_rss_mib": json(Double(foldGrowth) / 1_048_576), "rss_target_mib": "64"]
+                               .merging(parts.mapValues { json(percentile($0, 0.5)) }) { a, _ in a }))
         // The pending checkpoint a store gets on its first count.
         do {
             let store = try VaultLogStore(path: dir, options: options)
