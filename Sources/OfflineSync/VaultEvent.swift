@@ -299,19 +299,25 @@ public struct VaultEvent: Sendable, Equatable {
     /// `resolved`), and the decoder's keyed reads of the seventeen optional fields cost a fold
     /// about as much as all the rest of such an event. Nil for any other body (decode it).
     static func bareOutcome(_ plaintext: [UInt8]) -> OutcomeBody? {
-        let prefix: StaticString = "{\"at\":\"", suffix: StaticString = "\",\"v\":1}"
-        let dateLength = BitwardenDate.canonicalLength
-        guard plaintext.count == prefix.utf8CodeUnitCount + dateLength + suffix.utf8CodeUnitCount else { return nil }
+        let prefix: StaticString = "{\"at\":", suffix: StaticString = ",\"v\":1}"
+        let dateEnd = prefix.utf8CodeUnitCount + BitwardenDate.canonicalLength + 2
+        guard plaintext.count == dateEnd + suffix.utf8CodeUnitCount else { return nil }
         return plaintext.withUnsafeBytes { p -> OutcomeBody? in
-            let dateStart = prefix.utf8CodeUnitCount, dateEnd = dateStart + dateLength
             guard memcmp(p.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0,
-                  memcmp(p.baseAddress! + dateEnd, suffix.utf8Start, suffix.utf8CodeUnitCount) == 0 else { return nil }
-            let date = UnsafeRawBufferPointer(rebasing: p[dateStart..<dateEnd])
-            // A JSON string the decoder would unescape or refuse is left to it.
-            guard !date.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 || $0 >= 0x80 }),
-                  let at = try? BitwardenDate(utf8: date) else { return nil }
+                  memcmp(p.baseAddress! + dateEnd, suffix.utf8Start, suffix.utf8CodeUnitCount) == 0,
+                  let at = canonicalQuotedDate(p, at: prefix.utf8CodeUnitCount) else { return nil }
             return OutcomeBody(at: at)
         }
+    }
+
+    /// A date of the canonical length written as a JSON string at `offset` (its opening quote)
+    /// in `bytes`, closed by a quote; nil otherwise. No byte of it can be a quote or a backslash
+    /// once it reads as a date (the date parsers take only digits and `-+:.TtZz`), so a JSON
+    /// decoder reads the same date there and nothing is scanned for escapes.
+    static func canonicalQuotedDate(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> BitwardenDate? {
+        let end = offset + 1 + BitwardenDate.canonicalLength
+        guard end < bytes.count, bytes[offset] == UInt8(ascii: "\""), bytes[end] == UInt8(ascii: "\"") else { return nil }
+        return try? BitwardenDate(utf8: UnsafeRawBufferPointer(rebasing: bytes[(offset + 1)..<end]))
     }
 
     /// The small fields of a canonical operation body and where its cipher's JSON object is,
@@ -337,13 +343,7 @@ public struct VaultEvent: Sendable, Equatable {
         /// quote) inside `head`, and where it ends.
         func date(at offset: Int) -> (BitwardenDate, end: Int)? {
             guard offset < head.count, head[offset] == UInt8(ascii: "\"") else { return nil }
-            // A date of the canonical length closed by a quote: no byte of it can be a quote or
-            // a backslash once it reads as a date, so no scan for them.
-            let canonicalEnd = offset + 1 + BitwardenDate.canonicalLength
-            if canonicalEnd < head.count, head[canonicalEnd] == UInt8(ascii: "\""),
-               let date = try? BitwardenDate(utf8: UnsafeRawBufferPointer(rebasing: head[(offset + 1)..<canonicalEnd])) {
-                return (date, canonicalEnd + 1)
-            }
+            if let date = canonicalQuotedDate(head, at: offset) { return (date, offset + BitwardenDate.canonicalLength + 2) }
             var i = offset + 1
             while i < head.count, head[i] != UInt8(ascii: "\""), head[i] != UInt8(ascii: "\\") { i += 1 }
             guard i < head.count, head[i] == UInt8(ascii: "\""),
