@@ -205,7 +205,7 @@ public final class BitwardenClient: CipherServer, Sendable {
         if authorized {
             guard let tokens else {
                 throw BitwardenAPIError(kind: .loginRequired, status: nil, message: "not logged in; call login(email:password:) first",
-                                        route: route)
+                                        route: route, requestMayHaveArrived: false)
             }
             accessToken = tokens.expiresAt > configuration.now().addingTimeInterval(30)
                 ? tokens.accessToken : try await refreshedToken(replacing: tokens.accessToken, route: route)
@@ -252,7 +252,8 @@ public final class BitwardenClient: CipherServer, Sendable {
             }
             let error = status == 401 && authorized
                 ? BitwardenAPIError(kind: .loginRequired, status: 401,
-                                    message: "the server refused the refreshed access token; log in again", route: route)
+                                    message: "the server refused the refreshed access token; log in again", route: route,
+                                    requestMayHaveArrived: false)
                 : BitwardenAPIError.fromResponse(status: status, body: data, route: route)
             logger.debug("bitwarden-api: request failed", metadata: ["route": "\(route)", "error": "\(error)"])
             throw error
@@ -266,7 +267,8 @@ public final class BitwardenClient: CipherServer, Sendable {
         enum Next { case current(String), wait(Task<TokenSet, any Error>) }
         let next: Next = try state.withLock { s in
             guard let tokens = s.tokens else {
-                throw BitwardenAPIError(kind: .loginRequired, status: nil, message: "the session ended; log in again", route: route)
+                throw BitwardenAPIError(kind: .loginRequired, status: nil, message: "the session ended; log in again", route: route,
+                                        requestMayHaveArrived: false)
             }
             if tokens.accessToken != stale, tokens.expiresAt > s.configuration.now() { return .current(tokens.accessToken) }
             if let running = s.refresh { return .wait(running.task) }
@@ -301,7 +303,7 @@ public final class BitwardenClient: CipherServer, Sendable {
             logger.warning("bitwarden-api: token refresh refused; the user must log in again", metadata: ["error": "\(error)"])
             throw BitwardenAPIError(kind: .loginRequired, status: error.status,
                                     message: "the session expired and could not be renewed (\(error.message)); log in again",
-                                    route: route)
+                                    route: route, requestMayHaveArrived: false)
         }
         guard let reply = LooseJSON(data), var tokens = tokenSet(reply) else {
             throw malformed(route, "the refresh reply lacks access_token")

@@ -26,6 +26,9 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     /// The state asked for is before the user's compaction horizon: the events that led to it
     /// were replaced by a snapshot.
     case compacted(userId: String, sequence: UInt64, horizon: UInt64)
+    /// The lock file that keeps resolutions of one user from running at once could not be
+    /// created or locked.
+    case resolutionLock(path: String, reason: String)
 
     /// What went wrong, the user or item it concerns when there is one, and what to do next.
     public var description: String {
@@ -50,6 +53,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
             return "the store already holds events (up to sequence \(lastSequence)); import only into a new or empty store (nothing was changed)"
         case .compacted(let userId, let sequence, let horizon):
             return "the log of user \(userId) is compacted before sequence \(horizon): the state at sequence \(sequence) is no longer kept (a retention policy replaced the events up to \(horizon) with a snapshot); ask for sequence \(horizon) or later"
+        case .resolutionLock(let path, let reason):
+            return "cannot lock \(path) (\(reason)), which keeps two resolutions of one account from running at once; check that the store's directory is writable (nothing was sent or changed)"
         case .corruptCheckpoint(let reason):
             return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
         }

@@ -46,7 +46,7 @@ extension OfflineSyncResolver {
         // verifier) on borrows of `item.change`'s optionals across the awaits below.
         let change = item.change
         let permanent = change.changeType == .hardDelete
-        let ownNames = try ownNames(item, run: run)
+        let own = try ownWrites(item, run: run)
         var staleAnswers = 0
         while true {
             var serverCopy: Cipher?
@@ -58,7 +58,7 @@ extension OfflineSyncResolver {
             let decision = DeleteDecision.decide(
                 changeType: change.changeType, latest: change.latest, base: base, hasEdits: change.hasEdits, server: serverCopy,
                 passwordChanges: change.offlinePasswordChangeCount, softConflictThreshold: options.softConflictPasswordChangeThreshold,
-                ownNames: ownNames, createChain: createChain)
+                own: own, createChain: createChain)
             switch decision {
             case .cleanUp:
                 try await record(&item, [(.cleanedUp, OutcomeBody(at: now, reason: "the server no longer has the item")),

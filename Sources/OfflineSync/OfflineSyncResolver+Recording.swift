@@ -21,12 +21,25 @@ extension OfflineSyncResolver {
 
     /// Appends outcome events (and local changes) for the item in one durable transaction,
     /// and remembers them as completed steps for the rest of the run.
+    ///
+    /// They cover the versions the run read (up to ``Item/latestSequence``): when the user
+    /// saved the item again meanwhile, the events that end its pending state and the local
+    /// changes are left out (``VaultLogStore/appendOutcomes(userId:cipherId:coveredThrough:events:localChanges:)``),
+    /// so the newer version stays pending and is never overwritten by the server's copy of the
+    /// older one. The report then says so (``ItemReport/newerVersionPending``).
     func record(_ item: inout Item, _ events: [(VaultEventType, OutcomeBody)], local: [LocalChange], run: RunContext) async throws {
         let id = item.id
-        let sequences = try await store.append(
-            userId: run.userId, events: events.map { .init(cipherId: id, type: $0.0, body: .outcome($0.1)) }, localChanges: local)
-        for ((type, body), sequence) in zip(events, sequences) {
+        let written = try await store.appendOutcomes(
+            userId: run.userId, cipherId: id, coveredThrough: item.latestSequence,
+            events: events.map { .init(cipherId: id, type: $0.0, body: .outcome($0.1)) }, localChanges: local)
+        for ((type, body), sequence) in zip(events, written.sequences) {
+            guard let sequence else { continue }
             item.steps.append(ResolutionStep(type: type, sequence: sequence, outcome: body))
+        }
+        if written.superseded {
+            item.report.newerVersionPending = true
+            logger.info("the item was saved again during its resolution; the newer version stays pending",
+                        metadata: ["cipher": "\(id)"])
         }
     }
 }

@@ -16,7 +16,7 @@ extension OfflineSyncResolver {
 
     func resolveUpdate(_ item: inout Item, serverId: String, base: BitwardenDate?, createChain: Bool = false,
                                run: RunContext) async throws -> ItemReport.Outcome {
-        let ownNames = try ownNames(item, run: run)
+        let own = try ownWrites(item, run: run)
         var staleAnswers = 0
         while true {
             let serverCopy: Cipher
@@ -27,15 +27,16 @@ extension OfflineSyncResolver {
             }
             let decision = UpdateDecision.decide(
                 latest: item.latest, base: base, localUpdatedAt: item.change.updatedAt,
-                passwordChanges: item.change.offlinePasswordChangeCount, server: serverCopy,
-                softConflictThreshold: options.softConflictPasswordChangeThreshold, ownNames: ownNames, createChain: createChain)
+                passwordChanges: item.passwordChangesSincePush, server: serverCopy,
+                softConflictThreshold: options.softConflictPasswordChangeThreshold, own: own, createChain: createChain)
             switch decision {
             case .alreadyApplied:
                 // Our PUT was applied but its answer lost: the passwords the 5-entry history
                 // cannot hold still need their copy (the backups made before the PUT count).
                 _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: recordedBackups(item), run: run)
                 try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate,
-                                                               reason: "the server already holds the latest local version")),
+                                                               reason: "the server already holds the latest local version",
+                                                               sourceSequence: item.latestSequence)),
                                          (.resolved, OutcomeBody(at: now, serverId: serverId))],
                                  local: replacing(item.id, with: serverCopy), run: run)
                 return .pushed
@@ -68,7 +69,8 @@ extension OfflineSyncResolver {
                     if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
                     continue
                 }
-                try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: updated.revisionDate, reason: reason)),
+                try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: updated.revisionDate, reason: reason,
+                                                               sourceSequence: item.latestSequence)),
                                          (.resolved, OutcomeBody(at: now, serverId: serverId))],
                                  local: replacing(item.id, with: updated), run: run)
                 return .pushed
@@ -110,6 +112,29 @@ extension OfflineSyncResolver {
                                  (.resolved, OutcomeBody(at: now, serverId: serverId))],
                          local: replacing(item.id, with: created), run: run)
         return .deleted
+    }
+
+    /// This device's writes to the item, from the log: the revisions the server gave them
+    /// (recorded with pushes, creates and re-creates of this change) and the versions it
+    /// encrypted (created and updated operations), whose exact content identifies a write whose
+    /// answer was lost. Never the name alone: another device's change can keep it.
+    func ownWrites(_ item: Item, run: RunContext) throws -> OwnWrites {
+        var own = OwnWrites()
+        for step in item.steps where [.pushed, .idMapped, .recreated].contains(step.type) {
+            if let revision = step.outcome.revisionDate { own.revisions.insert(revision) }
+        }
+        for sequence in item.change.versionSequences {
+            guard let event = try store.event(at: sequence, userId: run.userId), let operation = event.operation else { continue }
+            switch event.type {
+            case .created, .updated: own.sent.append(operation.cipher)
+            case .softDeleted: own.trashed.append(operation.cipher)
+            case .hardDeleted, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
+                 .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
+                 .syncAborted, .syncApplied:
+                break
+            }
+        }
+        return own
     }
 
     /// The encrypted names (serialized) of every version of this change, read from the log:

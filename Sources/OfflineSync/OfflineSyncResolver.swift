@@ -26,8 +26,9 @@ public final class OfflineSyncResolver: Sendable {
     public let options: ResolverOptions
     let logger: Logger
 
-    /// A resolver for `store` against `server`. Create one per store and server and share it:
-    /// runs for the same user are serialised, so two callers never resolve an item twice.
+    /// A resolver for `store` against `server`. Share one per store and server; runs for the
+    /// same user are serialised by the store (every resolver of it, in this process and in other
+    /// processes on the same directory), so two callers never resolve an item twice.
     public init(store: VaultLogStore, server: any CipherServer, options: ResolverOptions = ResolverOptions(),
                 logger: Logger = Logger(label: "vaultlog.resolver")) {
         precondition(options.concurrency >= 1, "resolver concurrency must be at least 1")
@@ -45,8 +46,36 @@ public final class OfflineSyncResolver: Sendable {
     /// Resolves every pending item of `userId` that is due (not a dead letter, retry time
     /// reached). Throws ``OfflineSyncError/vaultLocked(userId:)`` while locked, and a
     /// ``ResolutionInterruption`` if one was raised; every other failure is recorded per item.
+    ///
+    /// Beside other callers: one resolution of a user runs at a time, in this process and in
+    /// every process that opens the store (a lock file in its directory, released by the kernel
+    /// if a process dies). A second call waits for the run in progress and then resolves what is
+    /// still due (usually nothing: it never sends a change twice). A save made while the run is
+    /// in progress, here or in another process, is resolved by one more pass of the run before it
+    /// ends (at most ``maxExtraPasses``; later saves stay pending for the next call).
     @discardableResult
     public func processPendingChanges(userId: String) async throws -> ResolutionReport {
+        try await store.resolutionGate.run(userId: userId) { takePassRequest in
+            var (report, seen) = try await resolvePass(userId: userId)
+            for _ in 0..<Self.maxExtraPasses {
+                // Asked by a save in this process, or found: a due item with an operation the pass
+                // had not seen (a save in another process, or one that superseded an outcome).
+                let asked = takePassRequest()
+                let found = try hasNewWork(userId: userId, after: seen)
+                guard asked || found else { break }
+                let next = try await resolvePass(userId: userId)
+                report = report.updated(with: next.report)
+                seen = next.seen
+            }
+            return report
+        }
+    }
+
+    /// Passes a run makes after its first for saves made during it.
+    static let maxExtraPasses = 3
+
+    /// One pass over the items due now: the report, and the last sequence of the log it read.
+    private func resolvePass(userId: String) async throws -> (report: ResolutionReport, seen: UInt64) {
         let projection = try store.projection(userId: userId)
         let userKey = try store.userKey(userId: userId)
         let now = self.now
@@ -57,14 +86,14 @@ public final class OfflineSyncResolver: Sendable {
             if let reason = projection.quarantined?[change.cipherId] {
                 reports[index] = ItemReport(cipherId: change.cipherId, changeType: change.changeType, outcome: .skipped,
                                             error: "quarantined: \(reason); run 'vaultlog verify'")
-            } else if change.isDeadLetter || (change.nextRetryAt.map { $0 > now } ?? false) {
+            } else if !isDue(change, now: now) {
                 reports[index] = ItemReport(cipherId: change.cipherId, changeType: change.changeType,
                                             outcome: .skipped, error: change.lastError, nextRetryAt: change.nextRetryAt)
             } else {
                 due.append((index, change))
             }
         }
-        guard !due.isEmpty else { return ResolutionReport(items: reports.compactMap { $0 }) }
+        guard !due.isEmpty else { return (ResolutionReport(items: reports.compactMap { $0 }), projection.lastSequence) }
         let index = ServerIndex(server: server)
         let run = RunContext(userId: userId, userKey: userKey, index: index)
 
@@ -80,7 +109,21 @@ public final class OfflineSyncResolver: Sendable {
                 startNext()
             }
         }
-        return ResolutionReport(items: reports.compactMap { $0 })
+        return (ResolutionReport(items: reports.compactMap { $0 }), projection.lastSequence)
+    }
+
+    private func isDue(_ change: PendingChange, now: BitwardenDate) -> Bool {
+        !change.isDeadLetter && !(change.nextRetryAt.map { $0 > now } ?? false)
+    }
+
+    /// Whether a due, unquarantined item has an operation after `sequence`.
+    private func hasNewWork(userId: String, after sequence: UInt64) throws -> Bool {
+        let projection = try store.projection(userId: userId)
+        guard projection.lastSequence > sequence else { return false }
+        let now = self.now
+        return projection.pending.values.contains {
+            ($0.versionSequences.last ?? 0) > sequence && isDue($0, now: now) && !projection.isQuarantined($0.cipherId)
+        }
     }
 
     /// Resolves one item now, whatever its retry time or dead-letter state: what the
@@ -88,8 +131,21 @@ public final class OfflineSyncResolver: Sendable {
     /// every rule (backups, overflow copies, ordering, conflicts) applies on one path. Returns
     /// nil when nothing is pending for `cipherId`. Throws only ``OfflineSyncError/vaultLocked(userId:)``
     /// and ``ResolutionInterruption``s; other failures are recorded for the item.
+    ///
+    /// Beside other callers: it goes through the same one-at-a-time gate as
+    /// ``processPendingChanges(userId:)``. If a resolution of the user is in progress it does not
+    /// wait and returns nil (the item stays pending): a run in this process resolves the item
+    /// in one more pass before it ends, and a run in another process looks for such saves before
+    /// it ends too. With `waitForRun`, it waits for that run and then resolves the item.
     @discardableResult
-    public func resolve(userId: String, cipherId: String) async throws -> ItemReport? {
+    public func resolve(userId: String, cipherId: String, waitForRun: Bool = false) async throws -> ItemReport? {
+        if waitForRun {
+            return try await store.resolutionGate.run(userId: userId) { _ in try await resolveOne(userId: userId, cipherId: cipherId) }
+        }
+        return try await store.resolutionGate.tryRun(userId: userId) { try await resolveOne(userId: userId, cipherId: cipherId) } ?? nil
+    }
+
+    private func resolveOne(userId: String, cipherId: String) async throws -> ItemReport? {
         let projection = try store.projection(userId: userId)
         guard let change = projection.pending[cipherId], !projection.isQuarantined(cipherId) else { return nil }
         // The user just saved: if the server is out of reach the edit is simply saved offline,
@@ -137,6 +193,15 @@ public final class OfflineSyncResolver: Sendable {
         var id: String { change.cipherId }
         var latest: Cipher { change.latest }
         var latestSequence: UInt64 { change.versionSequences.last ?? 0 }
+        /// Password changes in versions the server has not been sent yet: after a push that a
+        /// newer save superseded (``ItemReport/newerVersionPending``), only the later ones count
+        /// towards the soft-conflict threshold (the server copy then is this device's own).
+        var passwordChangesSincePush: Int {
+            guard let pushedThrough = steps.last(where: { $0.type == .pushed })?.outcome.sourceSequence else {
+                return change.offlinePasswordChangeCount
+            }
+            return change.passwordChangeSequences.filter { $0 > pushedThrough }.count
+        }
         /// The server copy an earlier attempt mapped this item to (a re-create, or a create
         /// found on the server), with its revision then.
         var mappedServerCopy: (serverId: String, revisionDate: BitwardenDate?)? {
@@ -177,7 +242,8 @@ public final class OfflineSyncResolver: Sendable {
         let at = now
         // Only the server's answers about the item count: a server out of reach says nothing
         // about it (retried at the next sync, never dead-lettered), nor does a stale answer.
-        let counts = !(error is StaleRetriesExhausted) && error.countsAsAttempt
+        // A session to log in again is not an answer about the item either.
+        let counts = !(error is StaleRetriesExhausted) && error.countsAsAttempt && error.serverErrorKind != .loginRequired
         // Out of reach: recorded once while it lasts (a day offline is one event, not 48),
         // and not at all when a save started the run.
         let unreachable = !counts && !(error is StaleRetriesExhausted)

@@ -1,6 +1,37 @@
 import Foundation
 import VaultModel
 
+/// What identifies this device's own writes to an item on the server: never a field another
+/// device's change can keep (such as the encrypted name, which a favourite flag, a folder move or
+/// a restore from the trash leaves as it was).
+public struct OwnWrites: Sendable, Equatable {
+    /// Revision dates the server gave this device's writes to the item (recorded in the log
+    /// from its answers: pushes, creates, re-creates).
+    public var revisions: Set<BitwardenDate>
+    /// Versions this device encrypted and may have sent (its created and updated operations): a
+    /// server copy with exactly one of these contents is this device's write whose answer was
+    /// lost.
+    public var sent: [Cipher]
+    /// Versions this device moved to the trash: a server copy in the trash with exactly one of
+    /// these contents is this device's trash move whose answer was lost (or another device's
+    /// trash move of the same version, which has the same effect, so nothing is lost either way).
+    public var trashed: [Cipher]
+
+    /// Own writes from what the log recorded.
+    public init(revisions: Set<BitwardenDate> = [], sent: [Cipher] = [], trashed: [Cipher] = []) {
+        self.revisions = revisions
+        self.sent = sent
+        self.trashed = trashed
+    }
+
+    /// Whether `server` is this device's own write.
+    public func wrote(_ server: Cipher) -> Bool {
+        if let revision = server.revisionDate, revisions.contains(revision) { return true }
+        if server.deletedDate != nil, trashed.contains(where: { $0.sameContent(as: server) }) { return true }
+        return sent.contains { $0.sameContent(as: server) }
+    }
+}
+
 /// What the resolver does with a pending update once it has read the server's copy: the
 /// decision matrix of `Docs/Resolution.md`. Pure: the same inputs always decide the same way,
 /// so the matrix is tested as a table.
@@ -15,10 +46,11 @@ public enum UpdateDecision: Equatable, Sendable {
 
     /// Decides a pending update against the server's current copy.
     ///
-    /// - the server holds our latest snapshot (same encrypted name string, unique per
-    ///   encryption) → ``alreadyApplied``;
-    /// - the server holds an earlier version of ours (`ownNames`: a PUT whose response was
-    ///   lost), or its revision equals the base revision (or no base is known) → push; with
+    /// - the server holds our latest snapshot (the same content, byte for byte: each encryption
+    ///   is unique) → ``alreadyApplied``;
+    /// - the server holds an earlier write of ours (`own`: a revision the server gave our write,
+    ///   or the exact content of a version we sent, whose response was lost), or its revision
+    ///   equals the base revision (or no base is known) → push; with
     ///   `passwordChanges >= softConflictThreshold` back up the server copy first (soft
     ///   conflict), except for a create chain (`createChain`: every version on the server is
     ///   this device's own);
@@ -27,10 +59,10 @@ public enum UpdateDecision: Equatable, Sendable {
     /// - server changed and is newer or equal → back up local, keep the server copy.
     public static func decide(latest: Cipher, base: BitwardenDate?, localUpdatedAt: BitwardenDate,
                               passwordChanges: Int, server: Cipher, softConflictThreshold: Int,
-                              ownNames: Set<String> = [], createChain: Bool = false) -> UpdateDecision {
-        if let name = latest.name, server.name == name { return .alreadyApplied }
+                              own: OwnWrites = OwnWrites(), createChain: Bool = false) -> UpdateDecision {
+        if latest.sameContent(as: server) { return .alreadyApplied }
         let serverRevision = server.revisionDate
-        let ownWrite = server.name.map { ownNames.contains($0.serialized) } ?? false
+        let ownWrite = own.wrote(server)
         guard !ownWrite, let base, let serverRevision, serverRevision != base else {
             if passwordChanges >= softConflictThreshold && !createChain {
                 return .pushLocal(backupServer: true, reason: "soft conflict: \(passwordChanges) offline password changes")
@@ -74,20 +106,20 @@ public enum DeleteDecision: Equatable, Sendable {
     /// Decides a pending delete against the server's copy (`server` nil: the server answered 404).
     public static func decide(changeType: PendingChangeType, latest: Cipher, base: BitwardenDate?, hasEdits: Bool,
                               server: Cipher?, passwordChanges: Int = 0, softConflictThreshold: Int = 4,
-                              ownNames: Set<String> = [], createChain: Bool = false) -> DeleteDecision {
+                              own: OwnWrites = OwnWrites(), createChain: Bool = false) -> DeleteDecision {
         let permanent = changeType == .hardDelete
         let carriesEdits = hasEdits && !permanent
         guard let server else { return carriesEdits ? .recreateAndTrash : .cleanUp }
-        // Our latest version is on the server (an earlier, interrupted attempt pushed it, or a
-        // trash move's response was lost): not a conflict.
-        if !permanent, let name = latest.name, server.name == name {
+        // The edits of our trash move are on the server (an earlier, interrupted attempt pushed
+        // them, or a trash move's response was lost): not a conflict. (Without edits the local
+        // copy is the server's old content, which proves nothing about who wrote the server's.)
+        if carriesEdits, latest.sameContent(as: server) {
             return server.deletedDate != nil ? .alreadyApplied : .apply(pushEdits: false, backupServer: false)
         }
         // Already in the trash and nothing of ours to add: the user's intent holds. (With edits
         // the trash is not enough: they still have to reach the server.)
         if !carriesEdits, !permanent, server.deletedDate != nil { return .alreadyApplied }
-        let ownWrite = server.name.map { ownNames.contains($0.serialized) } ?? false
-        if !ownWrite, let base, let revision = server.revisionDate, revision != base {
+        if !own.wrote(server), let base, let revision = server.revisionDate, revision != base {
             return .drop(backupLocal: carriesEdits)
         }
         return .apply(pushEdits: carriesEdits,

@@ -43,6 +43,15 @@ public struct ItemReport: Sendable, Equatable {
     public var error: String?
     /// After a failure, when the item is tried again.
     public var nextRetryAt: BitwardenDate?
+    /// The user saved the item again while this run resolved it (in this process or another):
+    /// ``outcome`` is what the run did with the version it read, and the newer version is still
+    /// pending (the run's next pass, or the next sync, resolves it).
+    public var newerVersionPending: Bool = false
+
+    /// Whether the item is no longer pending after the run.
+    public var isSettled: Bool {
+        !newerVersionPending && ![.failed, .deadLetter, .skipped].contains(outcome)
+    }
 }
 
 /// The result of ``OfflineSyncResolver/processPendingChanges(userId:)``.
@@ -51,7 +60,22 @@ public struct ResolutionReport: Sendable, Equatable {
     public var items: [ItemReport] = []
 
     /// Items no longer pending.
-    public var resolvedCount: Int { items.filter { ![.failed, .deadLetter, .skipped].contains($0.outcome) }.count }
+    public var resolvedCount: Int { items.filter(\.isSettled).count }
     /// Items still pending after the run.
     public var remainingCount: Int { items.count - resolvedCount }
+
+    /// This report with the items of a later pass of the same run: an item's later report
+    /// replaces its earlier one, new items are added at the end.
+    func updated(with later: ResolutionReport) -> ResolutionReport {
+        var items = self.items
+        for report in later.items {
+            if let index = items.firstIndex(where: { $0.cipherId == report.cipherId }) {
+                // A later pass that only skipped an item says less than the pass that resolved it.
+                if report.outcome != .skipped || items[index].outcome == .skipped { items[index] = report }
+            } else {
+                items.append(report)
+            }
+        }
+        return ResolutionReport(items: items)
+    }
 }

@@ -173,7 +173,8 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     /// The version a backup preserves: the server revision it copied (backupOf server) or the
     /// local version's event sequence (backupOf local). A retry never backs up the same version twice.
     public var sourceRevisionDate: BitwardenDate?
-    /// The local version's event sequence a backup preserves (backupOf local).
+    /// The local version's event sequence a backup preserves (backupOf local), or the latest
+    /// local version a push sent (pushed).
     public var sourceSequence: UInt64?
     /// The failure was the server being out of reach (resolutionFailed): not an attempt, and
     /// not recorded again while it lasts.

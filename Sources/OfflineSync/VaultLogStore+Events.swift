@@ -91,7 +91,7 @@ extension VaultLogStore {
     /// The events to append and the local changes, encoded outside the write transaction. An
     /// operation whose cipher is also a local upsert of the same save (the usual offline edit)
     /// reuses that upsert's JSON.
-    private func prepare(userId: String, events: [PlannedEvent],
+    func prepare(userId: String, events: [PlannedEvent],
                          localChanges: [LocalChange]) throws -> (UnlockedKeys, [NewEvent], [EncodedLocalChange]) {
         let keys = try keys(userId)
         let encodedChanges = try localChanges.map { try Self.encode($0, userId: userId) }

@@ -34,6 +34,9 @@ public final class VaultLogStore: Sendable {
     /// Each unlocked user's projection and the sequence of its newest checkpoint.
     let projections = Mutex<[String: (projection: Projection, checkpointedAt: UInt64)]>([:])
     let observers = Mutex<[UUID: (userId: String, continuation: AsyncStream<Int>.Continuation)]>([:])
+    /// One resolution at a time per user, shared by every resolver of this store and, through
+    /// a lock file in the store's directory, with other processes.
+    let resolutionGate: ResolutionGate
 
     /// Opens (creating if needed) the store at `path`.
     public init(path: String, options: VaultLogStoreOptions = VaultLogStoreOptions()) throws {
@@ -47,6 +50,7 @@ public final class VaultLogStore: Sendable {
         checkpointInterval = options.checkpointInterval
         pendingCheckpointInterval = options.pendingCheckpointInterval
         logger = options.logger
+        resolutionGate = ResolutionGate(directory: path)
     }
 
     /// Opens (creating if needed) the store in the directory at `url`, for example one under

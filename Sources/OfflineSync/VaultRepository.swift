@@ -49,7 +49,7 @@ public enum SaveResult: Sendable, Equatable {
     public var isOffline: Bool {
         switch self {
         case .online: return false
-        case .resolved(_, let report): return [.failed, .deadLetter, .skipped].contains(report.outcome)
+        case .resolved(_, let report): return !report.isSettled
         case .savedOffline, .discardedLocally, .noOp: return true
         }
     }
@@ -101,12 +101,17 @@ public final class VaultRepository: Sendable {
 
     var now: BitwardenDate { BitwardenDate(store.dependencies.now()) }
 
-    /// The denylist: errors meaning the server received and rejected the request.
+    /// The denylist: errors meaning the server received the request and refused this change.
+    /// Everything else means the change cannot be sent now (out of reach, or no session: a cold
+    /// start offline unlocks from the stored account without tokens) and is saved offline.
     static func isRejection(_ error: any Error) -> Bool {
-        error.serverErrorKind != .unavailable
+        switch error.serverErrorKind {
+        case .rejected, .notFound, .staleRevision: return true
+        case .unavailable, .loginRequired: return false
+        }
     }
 
-    private var offlineAllowed: Bool { flags.offlineChanges && flags.resolution }
+    var offlineAllowed: Bool { flags.offlineChanges && flags.resolution }
 
     // MARK: Create
 
@@ -153,6 +158,14 @@ public final class VaultRepository: Sendable {
     /// Updates an item. Applies Bitwarden's password-history rule against the previous
     /// version (the pending snapshot if any, else the local copy) and records whether the
     /// login password changed, by decrypting and comparing in memory.
+    ///
+    /// The save carries its base: the version the view was read from (``CipherView/localBase``,
+    /// set by decryption). If another save of the item came in since (another screen, the
+    /// extension, a sync that replaced the local copy), the two are merged
+    /// (``CipherView/merged(base:current:)``): parts only one changed are kept, a password both
+    /// changed goes into the history, and any other part both changed keeps this save's value
+    /// while the other version is first saved as a backup item (`"{name} - {time}"`). Nothing
+    /// either save changed is lost. Safe beside any other call, in this process or another.
     @discardableResult
     public func updateCipher(_ original: CipherView) async throws -> SaveResult {
         guard let rawId = original.id else { throw OfflineSyncError.missingCipherId }
@@ -161,7 +174,11 @@ public final class VaultRepository: Sendable {
         view.id = id
         let userKey = try store.userKey(userId: userId)
         let isOrgCipher = view.organizationId != nil
-        let previous = try previousVersion(cipherId: id, userKey: userKey)
+        let previousCipher = try previousCipher(cipherId: id)
+        let previous = try previousCipher?.decrypt(userKey: userKey)
+        if let base = original.localBase, let previousCipher, let previous, !base.isSameVersion(as: previousCipher) {
+            view = try await mergeStaleSave(view, base: base, current: previous, cipherId: id, userKey: userKey)
+        }
         var edited = view
         var passwordChanged = false
         if let previous {
@@ -195,7 +212,7 @@ public final class VaultRepository: Sendable {
 
     /// Appends an operation event with its local change in one durable transaction. The
     /// base revision is the snapshot's (the server revision the edit started from).
-    private func appendOperation(_ type: VaultEventType, _ snapshot: Cipher, id: String, passwordChanged: Bool = false,
+    func appendOperation(_ type: VaultEventType, _ snapshot: Cipher, id: String, passwordChanged: Bool = false,
                                  local: [LocalChange]) async throws -> UInt64 {
         try await store.append(userId: userId, cipherId: id, type: type,
                          body: .operation(OperationBody(cipher: snapshot, passwordChanged: passwordChanged,
@@ -205,12 +222,12 @@ public final class VaultRepository: Sendable {
 
     /// Resolves an item whose operation was just appended, when the vault is unlocked and
     /// resolution is on; otherwise (or when the server cannot be reached) it stays pending.
-    private func resolveNow(_ id: String, saved: Cipher?, sequence: UInt64) async throws -> SaveResult {
+    func resolveNow(_ id: String, saved: Cipher?, sequence: UInt64) async throws -> SaveResult {
         guard flags.resolution, store.isUnlocked(userId: userId) else { return .savedOffline(saved, sequence: sequence) }
         guard let report = try await resolver.resolve(userId: userId, cipherId: id) else {
             return .savedOffline(saved, sequence: sequence)
         }
-        if [.failed, .deadLetter, .skipped].contains(report.outcome) {
+        if !report.isSettled {
             logger.info("item with pending state stays pending", metadata: ["cipher": "\(id)", "error": "\(report.error ?? "")"])
             return .savedOffline(saved, sequence: sequence)
         }
@@ -223,11 +240,11 @@ public final class VaultRepository: Sendable {
     /// new is saved offline. Returns the item's id afterwards and the revision the operation is
     /// based on: the server's when the resolution put this device's version there, else the
     /// caller's (so a server copy another device changed is refused, never overwritten).
-    private func resolveBeforeOnlineOperation(_ id: String, rawId: String, revision: BitwardenDate?) async throws
+    func resolveBeforeOnlineOperation(_ id: String, rawId: String, revision: BitwardenDate?) async throws
         -> (String, BitwardenDate?) {
         guard flags.resolution else { throw OfflineSyncError.pendingChangesNotResolved(cipherId: id, reason: "resolution is turned off") }
-        guard let report = try await resolver.resolve(userId: userId, cipherId: id) else { return (id, revision) }
-        if [.failed, .deadLetter, .skipped].contains(report.outcome) {
+        guard let report = try await resolver.resolve(userId: userId, cipherId: id, waitForRun: true) else { return (id, revision) }
+        if !report.isSettled {
             throw OfflineSyncError.pendingChangesNotResolved(cipherId: id, reason: report.error ?? report.outcome.rawValue)
         }
         let freshId = try currentId(rawId)
@@ -248,7 +265,7 @@ public final class VaultRepository: Sendable {
     }
 
     /// ``currentId(_:)`` and the header state it was decided on, read once for the operation.
-    private func current(_ rawId: String) throws -> (id: String, state: HeaderProjection) {
+    func current(_ rawId: String) throws -> (id: String, state: HeaderProjection) {
         let state = try pendingState()
         return (Self.currentId(rawId, idMap: try store.projection(userId: userId).idMap, pending: state.pending), state)
     }
@@ -274,112 +291,13 @@ public final class VaultRepository: Sendable {
     }
 
     /// The authenticated pending state (see ``VaultLogStore/pendingState(userId:)``).
-    private func pendingState() throws -> HeaderProjection {
+    func pendingState() throws -> HeaderProjection {
         try store.pendingState(userId: userId)
     }
 
     /// The version an edit replaces: the latest pending snapshot, else the local copy.
-    func previousVersion(cipherId: String, userKey: SymmetricCryptoKey) throws -> CipherView? {
-        let base = try store.projection(userId: userId).pending[cipherId]?.latest
-            ?? store.localCipher(userId: userId, id: cipherId)
-        return try base?.decrypt(userKey: userKey)
-    }
-
-    // MARK: Soft delete
-
-    /// Moves an item to the trash (`deletedDate` = now). The stored copy is what moves (the
-    /// view names the item); an item not stored locally is encrypted from the view.
-    @discardableResult
-    public func softDeleteCipher(_ original: CipherView) async throws -> SaveResult {
-        guard let rawId = original.id else { throw OfflineSyncError.missingCipherId }
-        let (id, state) = try current(rawId)
-        let userKey = try store.userKey(userId: userId)
-        let isOrgCipher = original.organizationId != nil
-        var trashed: Cipher
-        if let local = try store.localCipher(userId: userId, id: id) {
-            trashed = local
-        } else {
-            var view = original
-            view.id = id
-            trashed = try view.encrypt(userKey: userKey, random: store.dependencies.random)
-        }
-        trashed.deletedDate = now
-        if state.pending[id] != nil, !offlineAllowed {
-            var fresh = original
-            (fresh.id, fresh.revisionDate) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: original.revisionDate)
-            return try await softDeleteCipher(fresh)
-        }
-        switch state.pending[id] {
-        case .create? where !state.uncertainCreates.contains(id):
-            // Never reached the server: remove it locally; the fold leaves nothing pending.
-            let sequence = try await appendOperation(.softDeleted, trashed, id: id, local: [.delete(cipherId: id)])
-            return .discardedLocally(sequence: sequence)
-        case _?:
-            let sequence = try await appendOperation(.softDeleted, trashed, id: id, local: [.upsert(trashed)])
-            return try await resolveNow(id, saved: trashed, sequence: sequence)
-        case nil:
-            break
-        }
-        do {
-            try await server.softDeleteCipher(id: id)
-            // The trash reply has no body: read the server's copy for its new revision date
-            // (if that read fails, the trashed local copy is kept; the revision it lacks is
-            // recognised later by its encrypted name).
-            var stored = trashed
-            if let copy = try? await server.getCipher(id: id), copy.deletedDate != nil { stored = copy }
-            try await applyOnlineResult(cipherId: id, localChanges: [.upsert(stored)])
-            return .online(stored)
-        } catch where Self.isRejection(error) {
-            throw error
-        } catch {
-            guard offlineAllowed, !isOrgCipher else { throw error }
-            let sequence = try await appendOperation(.softDeleted, trashed, id: id, local: [.upsert(trashed)])
-            return .savedOffline(trashed, sequence: sequence)
-        }
-    }
-
-    // MARK: Permanent delete
-
-    /// Permanently deletes an item; offline, the local copy is removed and a `hardDeleted`
-    /// event keeps its last version (so a conflict can still restore or back it up).
-    @discardableResult
-    public func deleteCipher(id rawId: String) async throws -> SaveResult {
-        let (id, state) = try current(rawId)
-        let pendingSnapshot = state.pending[id] == nil ? nil : try store.projection(userId: userId).pending[id]?.latest
-        let known = try store.localCipher(userId: userId, id: id) ?? pendingSnapshot
-        if state.pending[id] != nil, !offlineAllowed {
-            let (freshId, _) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: nil)
-            return try await deleteCipher(id: freshId)
-        }
-        switch state.pending[id] {
-        case .create? where !state.uncertainCreates.contains(id):
-            guard let known else { return .noOp }
-            let sequence = try await appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
-            return .discardedLocally(sequence: sequence)
-        case _?:
-            guard let known else { return .noOp }
-            let sequence = try await appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
-            return try await resolveNow(id, saved: nil, sequence: sequence)
-        case nil:
-            break
-        }
-        do {
-            try await server.deleteCipher(id: id)
-            try await applyOnlineResult(cipherId: id, localChanges: [.delete(cipherId: id)])
-            return .online(nil)
-        } catch where Self.isRejection(error) {
-            throw error
-        } catch {
-            guard offlineAllowed else { throw error }
-            guard let known else {
-                // Nothing known locally (already deleted, or a double tap): nothing to queue.
-                logger.info("offline delete of an item not found locally; nothing queued", metadata: ["cipher": "\(id)"])
-                return .noOp
-            }
-            guard known.organizationId == nil else { throw error }
-            let sequence = try await appendOperation(.hardDeleted, known, id: id, local: [.delete(cipherId: id)])
-            return .savedOffline(nil, sequence: sequence)
-        }
+    func previousCipher(cipherId: String) throws -> Cipher? {
+        try store.projection(userId: userId).pending[cipherId]?.latest ?? store.localCipher(userId: userId, id: cipherId)
     }
 
     // MARK: Online success
@@ -387,7 +305,7 @@ public final class VaultRepository: Sendable {
     /// After a direct online success (the item had nothing pending): store the server's
     /// result. If an offline save of the same item slipped in meanwhile (another task), its
     /// local copy is left alone: the resolver reconciles it with the server.
-    private func applyOnlineResult(cipherId: String, localChanges: [LocalChange]) async throws {
+    func applyOnlineResult(cipherId: String, localChanges: [LocalChange]) async throws {
         if try pendingState().pending[cipherId] != nil {
             logger.info("an offline save of the item arrived during the request; leaving it to the resolver", metadata: ["cipher": "\(cipherId)"])
             return

@@ -128,7 +128,7 @@ extension Cipher {
         view.organizationId = organizationId
         view.folderId = folderId
         view.cipherKey = cipherKey
-        view.provenance = CipherView.Provenance(wrappedKey: key, fieldKey: d.key)
+        view.provenance = CipherView.Provenance(wrappedKey: key, fieldKey: d.key, source: self)
         if let login {
             view.login = LoginView(
                 username: try d.string(login.username, "login.username"),

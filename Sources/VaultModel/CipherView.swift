@@ -88,7 +88,19 @@ public struct CipherView: Sendable, Equatable {
         var wrappedKey: EncString?
         /// The key the fields were decrypted with (cipher key or user key).
         var fieldKey: SymmetricCryptoKey?
+        /// The encrypted item this view was decrypted from.
+        var source: Cipher?
         static func == (lhs: Provenance, rhs: Provenance) -> Bool { true }
+    }
+
+    /// The local version this view was read from: the encrypted item ``Cipher/decrypt(userKey:)``
+    /// made it from (nil for a view built by hand). A save sends it along as the edit's base,
+    /// so a save from a view read before another save of the same item merges with that save
+    /// instead of dropping it. Set it to nil to save over whatever is current; set it to the
+    /// version the view's fields came from when they were copied by hand. Not part of equality.
+    public var localBase: Cipher? {
+        get { provenance.source }
+        set { provenance.source = newValue }
     }
 
     /// Creates a new item; pass the details for its type.

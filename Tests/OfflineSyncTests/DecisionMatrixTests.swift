@@ -18,6 +18,14 @@ import VaultLogTesting
         return try! view.encrypt(userKey: key, random: SeededRandomSource(seed: seed))
     }
 
+    /// `content` as the server would return it in `server`'s place: its revision and trash date.
+    static func onServer(_ content: Cipher, as server: Cipher) -> Cipher {
+        var copy = content
+        copy.revisionDate = server.revisionDate
+        copy.deletedDate = server.deletedDate
+        return copy
+    }
+
     struct UpdateRow: Sendable, CustomTestStringConvertible {
         let label: String
         let base: BitwardenDate?
@@ -59,12 +67,13 @@ import VaultLogTesting
     func updateDecision(row: UpdateRow) {
         let latest = Self.cipher("local", revision: row.base, seed: 1)
         var server = Self.cipher("server", revision: row.serverRevision, seed: 2)
-        if row.serverHoldsLatest { server.name = latest.name }
         let earlier = Self.cipher("local v1", revision: row.base, seed: 5)
-        if row.serverHoldsOwnEarlier { server.name = earlier.name }
+        // The server holding one of our versions: that version's content under the server's revision.
+        if row.serverHoldsLatest { server = Self.onServer(latest, as: server) }
+        if row.serverHoldsOwnEarlier { server = Self.onServer(earlier, as: server) }
         let decision = UpdateDecision.decide(latest: latest, base: row.base, localUpdatedAt: row.localUpdatedAt,
                                              passwordChanges: row.passwordChanges, server: server, softConflictThreshold: 4,
-                                             ownNames: [earlier.name!.serialized, latest.name!.serialized], createChain: row.createChain)
+                                             own: OwnWrites(sent: [earlier, latest]), createChain: row.createChain)
         let label: String
         switch decision {
         case .alreadyApplied: label = "applied"
@@ -135,11 +144,13 @@ import VaultLogTesting
         let latest = Self.cipher("local", revision: Self.at(0), seed: 3)
         let earlier = Self.cipher("local v1", revision: Self.at(0), seed: 6)
         var server = row.serverRevision.map { Self.cipher("server", revision: $0, deleted: row.serverTrashed, seed: 4) }
-        if row.serverHoldsLatest { server?.name = latest.name }
-        if row.serverHoldsOwnEarlier { server?.name = earlier.name }
+        if row.serverHoldsLatest { server = server.map { Self.onServer(latest, as: $0) } }
+        if row.serverHoldsOwnEarlier { server = server.map { Self.onServer(earlier, as: $0) } }
+        // Edits are versions this device encrypted and sent; a trash move without edits is not.
+        let own = row.hasEdits ? OwnWrites(sent: [earlier, latest]) : OwnWrites(trashed: [earlier])
         #expect(DeleteDecision.decide(changeType: row.type, latest: latest, base: Self.at(0), hasEdits: row.hasEdits, server: server,
                                       passwordChanges: row.passwordChanges, softConflictThreshold: 4,
-                                      ownNames: [earlier.name!.serialized, latest.name!.serialized], createChain: row.createChain) == row.expected)
+                                      own: own, createChain: row.createChain) == row.expected)
     }
 
     @Test func backupName_usesUTCTimestampOfTheLosingSide() throws {

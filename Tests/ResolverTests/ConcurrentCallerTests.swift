@@ -1,0 +1,259 @@
+import BitwardenAPI
+import Foundation
+import Synchronization
+import Testing
+import VaultCrypto
+import VaultModel
+@testable import OfflineSync
+import VaultLogTesting
+
+/// Many callers at once: syncs from a timer and from pull-to-refresh together, saves while a
+/// resolution runs, another device's change that keeps the name, and a save from a screen that
+/// read the item before another save.
+@Suite struct ConcurrentCallerTests {
+    typealias H = ResolverHarness
+
+    static func offlineCreate(_ h: H, name: String) async throws -> String {
+        h.goOffline()
+        defer { h.goOnline() }
+        guard case .savedOffline(let saved?, _) = try await h.repository().addCipher(H.login(name, password: "pw-\(name)")) else {
+            throw HarnessError("expected an offline create of \(name)")
+        }
+        return saved.id!
+    }
+
+    // MARK: One resolution at a time
+
+    /// Two `fetchSync` calls at once on one resolver, and a third caller with a resolver of its
+    /// own (what a repository made without one uses): every offline create reaches the server
+    /// exactly once, round after round.
+    @Test func concurrentSyncs_ofOfflineCreates_createEachItemOnce() async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let resolver = h.resolver()
+        let first = SyncService(store: h.store, server: h.client, resolver: resolver)
+        let second = SyncService(store: h.store, server: h.client, resolver: resolver)
+        let other = SyncService(store: h.store, server: h.client, resolver: h.resolver())
+        for round in 1...100 {
+            for n in 1...3 { _ = try await Self.offlineCreate(h, name: "Item \(round).\(n)") }
+            async let a = first.fetchSync(userId: h.userId, forceSync: true)
+            async let b = second.fetchSync(userId: h.userId, forceSync: true)
+            async let c = other.resolver.processPendingChanges(userId: h.userId)
+            _ = try await (a, b, c)
+            #expect(try h.serverItems(named: "Item \(round).").count == 3, "round \(round)")
+            #expect(try h.pendingCount() == 0, "round \(round)")
+        }
+        #expect(try h.serverItems().count == 300)
+    }
+
+    // MARK: Saves during a run
+
+    enum SaveDuringRun: String, CaseIterable, Sendable { case edit, permanentDelete }
+
+    /// A save of an item while its resolution is in flight, right after each server effect of
+    /// the run (the run's first effect, its second, ...): afterwards the server holds what the
+    /// user saved last (the edit as the active item's password; the deleted item gone), nothing is
+    /// pending, and no item is duplicated.
+    @Test(arguments: SaveDuringRun.allCases)
+    func saveAtEveryServerEffect_isOnTheServerAfterwards(save: SaveDuringRun) async throws {
+        for effect in 1...2 {
+            let h = try await H.make(seed: UInt64(effect))
+            defer { Task { await h.stop() } }
+            let bank = try await h.seedSynced("Bank")
+            try await h.editOffline(bank, password: "offline-1")
+            let createdId = try await Self.offlineCreate(h, name: "Fresh")
+            let count = Mutex(0)
+            let server = EffectHookServer(h.client) { _ in
+                let n = count.withLock { $0 += 1; return $0 }
+                guard n == effect else { return }
+                let repository = h.repository()
+                switch save {
+                case .edit:
+                    var view = try #require(try h.local(bank.id!))
+                    view.login?.password = "during-\(n)"
+                    _ = try await repository.updateCipher(view)
+                    var fresh = try #require(try h.local(try repository.currentId(createdId)))
+                    fresh.notes = "during-\(n)"
+                    _ = try await repository.updateCipher(fresh)
+                case .permanentDelete:
+                    _ = try await repository.deleteCipher(id: bank.id!)
+                }
+            }
+            let report = try await h.resolver(server: server).processPendingChanges(userId: h.userId)
+            #expect(count.withLock { $0 } >= effect, "the run made at least \(effect) effects")
+            #expect(try h.pendingCount() == 0, "effect \(effect): \(report.items)")
+            let banks = try h.serverItems(named: "Bank")
+            switch save {
+            case .edit:
+                #expect(banks.count == 1, "effect \(effect)")
+                #expect(banks.first?.login?.password == "during-\(effect)", "effect \(effect)")
+                #expect(banks.first?.passwordHistory?.contains { $0.password == "offline-1" } == true, "effect \(effect)")
+                let fresh = try h.serverItems(named: "Fresh")
+                #expect(fresh.count == 1, "effect \(effect)")
+                #expect(fresh.first?.notes == "during-\(effect)", "effect \(effect)")
+            case .permanentDelete:
+                #expect(banks.isEmpty, "effect \(effect): the deleted item came back: \(banks.map { $0.deletedDate as Any })")
+                #expect(try h.serverItems(named: "Fresh").count == 1, "effect \(effect)")
+            }
+        }
+    }
+
+    // MARK: Own writes by identity
+
+    enum NamePreservingChange: String, CaseIterable, Sendable { case favorite, folder, restoreFromTrash }
+
+    /// Another device changes the item without changing its encrypted name while this device
+    /// has a permanent delete pending: the delete is dropped and the server's copy restored
+    /// locally (the decision matrix's conflict row), never applied as if the change were ours.
+    @Test(arguments: NamePreservingChange.allCases)
+    func namePreservingChangeByAnotherDevice_dropsAPendingPermanentDelete(change: NamePreservingChange) async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let item = try await h.seedSynced("Bank")
+        let id = item.id!
+        if change == .restoreFromTrash { _ = try await h.repository().softDeleteCipher(item) }
+        h.clock.advance(by: 60)
+        h.goOffline()
+        guard case .savedOffline = try await h.repository().deleteCipher(id: id) else { throw HarnessError("expected an offline delete") }
+        h.goOnline()
+        h.clock.advance(by: 60)
+        switch change {
+        case .favorite: _ = try h.emulator.editAsAnotherDevice(cipherId: id) { $0.favorite = true }
+        case .folder:
+            let folder = try await h.client.createFolder(name: EncString.encrypt("Work", key: h.userKey))
+            _ = try h.emulator.editAsAnotherDevice(cipherId: id) { $0.folderId = folder.id }
+        case .restoreFromTrash:
+            let desktop = BitwardenClient(configuration: .selfHosted(try #require(h.emulator.baseURL)))
+            _ = try await desktop.login(email: h.email, password: h.password)
+            _ = try await desktop.restoreCipher(id: id)
+        }
+        let report = try await h.resolver().processPendingChanges(userId: h.userId)
+        #expect(report.items.map(\.outcome) == [.deleteDropped])
+        let onServer = try h.serverItems(named: "Bank")
+        #expect(onServer.count == 1)
+        #expect(try h.local(id) != nil, "the server's copy is restored locally")
+    }
+
+    // MARK: Stale views
+
+    /// Screen A reads the item; screen B saves new notes and a new username; A saves its view
+    /// with a new password: the server item has B's notes and username and A's password, with
+    /// the old password in its history, and no backup (no part was changed by both).
+    @Test(arguments: [false, true])
+    func staleViewSave_mergesPartsOnlyTheOtherSaveChanged(offline: Bool) async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let item = try await h.seedSynced("Bank", password: "pw-0")
+        let screenA = try #require(try h.local(item.id!))
+        var screenB = try #require(try h.local(item.id!))
+        if offline { h.goOffline() }
+        h.clock.advance(by: 10)
+        screenB.notes = "notes from B"
+        screenB.login?.username = "bob"
+        _ = try await h.repository().updateCipher(screenB)
+        h.clock.advance(by: 10)
+        var edited = screenA
+        edited.login?.password = "pw-A"
+        _ = try await h.repository().updateCipher(edited)
+        h.goOnline()
+        _ = try await h.syncService().fetchSync(userId: h.userId, forceSync: true)
+        let items = try h.serverItems(named: "Bank")
+        #expect(items.count == 1, "no backup: \(items.map(\.name))")
+        #expect(items.first?.notes == "notes from B")
+        #expect(items.first?.login?.username == "bob")
+        #expect(items.first?.login?.password == "pw-A")
+        #expect(items.first?.passwordHistory?.contains { $0.password == "pw-0" } == true)
+        #expect(try h.pendingCount() == 0)
+    }
+
+    /// Both screens change the notes (and both the password): the later save's notes and
+    /// password win, the earlier save's password is in the history, and the earlier save's
+    /// version is kept as a backup under the usual name.
+    @Test func staleViewSave_bothChangedTheNotes_keepsTheOtherAsABackup() async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let item = try await h.seedSynced("Bank", password: "pw-0")
+        var screenA = try #require(try h.local(item.id!))
+        var screenB = try #require(try h.local(item.id!))
+        h.goOffline()
+        h.clock.advance(by: 10)
+        screenB.notes = "notes from B"
+        screenB.login?.password = "pw-B"
+        _ = try await h.repository().updateCipher(screenB)
+        h.clock.advance(by: 10)
+        screenA.notes = "notes from A"
+        screenA.login?.password = "pw-A"
+        _ = try await h.repository().updateCipher(screenA)
+        h.goOnline()
+        _ = try await h.syncService().fetchSync(userId: h.userId, forceSync: true)
+        let items = try h.serverItems(named: "Bank")
+        let active = try #require(items.first { $0.id == item.id })
+        #expect(active.notes == "notes from A")
+        #expect(active.login?.password == "pw-A")
+        #expect(active.passwordHistory?.contains { $0.password == "pw-B" } == true)
+        let backups = items.filter { $0.id != item.id }
+        #expect(backups.count == 1)
+        #expect(backups.first?.notes == "notes from B")
+        #expect(backups.first?.name?.hasPrefix("Bank - ") == true)
+    }
+
+    // MARK: No tokens
+
+    /// A cold start offline: the vault unlocks from the stored account, but the client has no
+    /// session tokens. Edits and creates are saved offline (not refused with "log in"), and
+    /// resolve once the client logs in.
+    @Test func coldStartWithoutTokens_savesEditsOffline() async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let item = try await h.seedSynced("Bank")
+        let cold = BitwardenClient(configuration: .selfHosted(try #require(h.emulator.baseURL)))
+        let repository = VaultRepository(store: h.store, userId: h.userId, server: cold)
+        var edited = try #require(try h.local(item.id!))
+        edited.login?.password = "typed offline"
+        guard case .savedOffline = try await repository.updateCipher(edited) else { throw HarnessError("the edit was not saved offline") }
+        guard case .savedOffline = try await repository.addCipher(H.login("New", password: "new")) else {
+            throw HarnessError("the create was not saved offline")
+        }
+        #expect(try h.pendingCount() == 2)
+        #expect(try h.allEventTypes().contains(.createPlanned) == false, "a request that never left is not an uncertain create")
+        _ = try await cold.login(email: h.email, password: h.password)
+        _ = try await SyncService(store: h.store, server: cold, resolver: repository.resolver).fetchSync(userId: h.userId)
+        #expect(try h.serverItems(named: "Bank").first?.login?.password == "typed offline")
+        #expect(try h.serverItems(named: "New").count == 1)
+    }
+}
+
+/// A server port that awaits `afterEffect` after each create, update, trash move and delete that
+/// succeeded, before the answer reaches the caller: a save made there happens while the run is
+/// in flight, at a known point.
+struct EffectHookServer: CipherServer {
+    let base: any CipherServer
+    let afterEffect: @Sendable (ServerEffect) async throws -> Void
+
+    init(_ base: any CipherServer, afterEffect: @escaping @Sendable (ServerEffect) async throws -> Void) {
+        self.base = base
+        self.afterEffect = afterEffect
+    }
+
+    func getCipher(id: String) async throws -> Cipher { try await base.getCipher(id: id) }
+    func createCipher(_ cipher: Cipher) async throws -> Cipher {
+        let created = try await base.createCipher(cipher)
+        try await afterEffect(.created(serverId: created.id ?? "?"))
+        return created
+    }
+    func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
+        let updated = try await base.updateCipher(cipher, lastKnownRevisionDate: lastKnownRevisionDate)
+        try await afterEffect(.updated(cipherId: cipher.id ?? "?"))
+        return updated
+    }
+    func softDeleteCipher(id: String) async throws {
+        try await base.softDeleteCipher(id: id)
+        try await afterEffect(.softDeleted(cipherId: id))
+    }
+    func deleteCipher(id: String) async throws {
+        try await base.deleteCipher(id: id)
+        try await afterEffect(.deleted(cipherId: id))
+    }
+    func sync() async throws -> SyncSnapshot { try await base.sync() }
+    func accountRevisionDate() async throws -> Date? { try await base.accountRevisionDate() }
+}
