@@ -48,7 +48,14 @@ import VaultLogTesting
 
     // MARK: Saves during a run
 
-    enum SaveDuringRun: String, CaseIterable, Sendable { case edit, permanentDelete }
+    enum SaveDuringRun: String, CaseIterable, Sendable {
+        /// The app saves through its repository (its resolution finds the run in progress).
+        case edit
+        /// Another process (an extension whose requests fail) saves the item offline: only the
+        /// log tells the run about it.
+        case editElsewhere
+        case permanentDelete
+    }
 
     /// A save of an item while its resolution is in flight, right after each server effect of
     /// the run (the run's first effect, its second, ...): afterwards the server holds what the
@@ -75,6 +82,11 @@ import VaultLogTesting
                     var fresh = try #require(try h.local(try repository.currentId(createdId)))
                     fresh.notes = "during-\(n)"
                     _ = try await repository.updateCipher(fresh)
+                case .editElsewhere:
+                    var view = try #require(try h.local(bank.id!))
+                    view.login?.password = "during-\(n)"
+                    let extension_ = VaultRepository(store: h.store, userId: h.userId, server: UnreachableServer())
+                    guard case .savedOffline = try await extension_.updateCipher(view) else { throw HarnessError("expected an offline save") }
                 case .permanentDelete:
                     _ = try await repository.deleteCipher(id: bank.id!)
                 }
@@ -84,15 +96,17 @@ import VaultLogTesting
             #expect(try h.pendingCount() == 0, "effect \(effect): \(report.items)")
             let banks = try h.serverItems(named: "Bank")
             switch save {
-            case .edit:
+            case .edit, .editElsewhere:
                 #expect(banks.count == 1, "effect \(effect)")
                 #expect(banks.first?.login?.password == "during-\(effect)", "effect \(effect)")
                 #expect(banks.first?.passwordHistory?.contains { $0.password == "offline-1" } == true, "effect \(effect)")
+                #expect(try h.local(bank.id!)?.login?.password == "during-\(effect)", "effect \(effect): the local copy is the last save")
                 let fresh = try h.serverItems(named: "Fresh")
                 #expect(fresh.count == 1, "effect \(effect)")
-                #expect(fresh.first?.notes == "during-\(effect)", "effect \(effect)")
+                #expect(fresh.first?.notes == (save == .edit ? "during-\(effect)" : "notes of Fresh"), "effect \(effect)")
             case .permanentDelete:
                 #expect(banks.isEmpty, "effect \(effect): the deleted item came back: \(banks.map { $0.deletedDate as Any })")
+                #expect(try h.local(bank.id!) == nil, "effect \(effect): the deleted item came back locally")
                 #expect(try h.serverItems(named: "Fresh").count == 1, "effect \(effect)")
             }
         }
