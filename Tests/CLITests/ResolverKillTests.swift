@@ -29,6 +29,11 @@ import VaultLogTesting
 /// pending; the local store holds exactly the server's items; `verify` clean and no
 /// typed password in the store's files.
 ///
+/// Two processes on one store (an app and its extension): in about half the rounds a second
+/// `resolve-worker resolve`, never killed, runs beside the one that is killed, on the same store;
+/// only one resolves at a time (the store's resolution lock, which the kernel releases when the
+/// killed one dies), and the partner carries on from wherever the other was cut.
+///
 /// `make test` runs 60 kills, `make torture` 1,000 (`VAULTLOG_RESOLVER_KILLS`).
 /// `VAULTLOG_RESOLVER_KILL_SEED` picks other workloads and kill delays (the moments also depend
 /// on timing, so a failure is reproduced by its workload, not to the microsecond).
@@ -53,6 +58,8 @@ import VaultLogTesting
         var vaultwardenWorkloads = 0
         var resolved = 0
         var effects = 0
+        /// Rounds with a second, unkilled process resolving the same store beside the killed one.
+        var pairedRounds = 0
         var touches = 0
         var faults = 0
         var failedAttempts = 0
@@ -134,9 +141,19 @@ import VaultLogTesting
                 default: .afterFirstEffect
                 }
                 let delay = UInt32(moment == .afterLogin ? 30_000 + rng.next() % 300_000 : rng.next() % (moment == .afterStart ? 300_000 : 150_000))
+                let partner = rng.next() % 2 == 0 ? try workload.startPartner(binary: binary, concurrency: [1, 4][Int(rng.next() % 2)]) : nil
                 let round = try workload.resolve(binary: binary, concurrency: concurrency, kill: (moment, delay))
                 summary.effects += round.effects
                 summary.failedAttempts += round.failedAttempts
+                if let partner {
+                    let other = partner.finish()
+                    summary.pairedRounds += 1
+                    summary.effects += other.effects
+                    summary.failedAttempts += other.failedAttempts
+                    if other.status != 0 {
+                        summary.problems.append("seed \(workload.seed), round \(summary.rounds): the partner process exited \(other.status)\n\(other.output)")
+                    }
+                }
                 if round.killed {
                     summary.kills += 1
                     workloadKills += 1
@@ -170,7 +187,8 @@ import VaultLogTesting
         }
         let seconds = String(format: "%.1f", Date().timeIntervalSince(start))
         print("resolver kill test: \(summary.kills) SIGKILLs (\(summary.killsMidResolution) after a server effect), \(summary.rounds) rounds, "
-              + "\(summary.workloads) workloads (\(summary.vaultwardenWorkloads) on the Vaultwarden flavour), \(summary.resolved) pending changes resolved, \(summary.effects) server effects, "
+              + "\(summary.workloads) workloads (\(summary.vaultwardenWorkloads) on the Vaultwarden flavour), \(summary.pairedRounds) rounds with a second process on the store, "
+              + "\(summary.resolved) pending changes resolved, \(summary.effects) server effects, "
               + "\(summary.touches) other-device touches, \(summary.faults) faults (\(summary.failedAttempts) failed attempts reported), "
               + "\(summary.violations.count) invariant violations, \(summary.problems.count) unexpected exits; \(seconds) s")
         return summary
@@ -276,6 +294,19 @@ import VaultLogTesting
             return true
         }
 
+        /// A `resolve-worker resolve` that runs beside the killed one on the same store, to its end.
+        func startPartner(binary: String, concurrency: Int) throws -> Partner {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)"]
+            let stdout = Pipe(), stderr = Pipe()
+            process.standardOutput = stdout
+            process.standardError = stderr
+            try process.run()
+            return Partner(process: process, watchdog: Watchdog(process, after: ResolverKillTests.childTimeout),
+                           out: StreamReader(stdout.fileHandleForReading), err: StreamReader(stderr.fileHandleForReading))
+        }
+
         /// One `resolve-worker resolve`; with `kill`, SIGKILLed that many microseconds after
         /// that moment, unless it finished first.
         func resolve(binary: String, concurrency: Int, kill killing: (moment: KillMoment, microseconds: UInt32)?) throws -> Round {
@@ -311,6 +342,27 @@ import VaultLogTesting
             if timedOut { output = "TIMED OUT after \(Int(ResolverKillTests.childTimeout)) s\n" + output }
             return Round(killed: killed, status: timedOut ? -1 : process.terminationStatus, effects: effects,
                          failedAttempts: failed, output: output)
+        }
+
+        /// A second resolving process, started by ``startPartner(binary:concurrency:)``.
+        struct Partner {
+            fileprivate let process: Process
+            fileprivate let watchdog: Watchdog
+            fileprivate let out: StreamReader
+            fileprivate let err: StreamReader
+
+            /// Waits for it to end.
+            func finish() -> Round {
+                let text = out.finish()
+                process.waitUntilExit()
+                let timedOut = watchdog.cancel()
+                let lines = text.split(separator: "\n")
+                var output = "--- stdout\n\(text)--- stderr\n\(err.finish())"
+                if timedOut { output = "TIMED OUT after \(Int(ResolverKillTests.childTimeout)) s\n" + output }
+                return Round(killed: false, status: timedOut ? -1 : process.terminationStatus,
+                             effects: lines.filter { $0.hasPrefix("effect ") }.count,
+                             failedAttempts: lines.filter { $0.hasPrefix("failed ") }.count, output: output)
+            }
         }
 
         /// The invariants against the server's state (admin route, decrypted here) and the store.
