@@ -80,6 +80,11 @@ public final class SyncService: Sendable {
     /// fetch is skipped (``SyncResult/upToDate(resolution:)``) when the account's revision date
     /// (`GET /api/accounts/revision-date`) is not newer than the last applied sync. Pending
     /// changes are resolved first either way.
+    ///
+    /// Beside other callers (a timer's sync and a pull-to-refresh together, another process on
+    /// the store): the resolution step waits for any resolution of the user in progress and
+    /// never sends a change twice; the replace is skipped and counted again when anything was
+    /// appended since the count, so a save made during the sync is never overwritten.
     @discardableResult
     public func fetchSync(userId: String, forceSync: Bool = false) async throws -> SyncResult {
         let unlocked = store.isUnlocked(userId: userId)

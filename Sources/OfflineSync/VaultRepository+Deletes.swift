@@ -7,6 +7,9 @@ extension VaultRepository {
 
     /// Moves an item to the trash (`deletedDate` = now). The stored copy is what moves (the
     /// view names the item); an item not stored locally is encrypted from the view.
+    ///
+    /// Beside other callers: a resolution of the item in progress never brings the item back
+    /// out of the trash with its older server copy; the move is resolved after it.
     @discardableResult
     public func softDeleteCipher(_ original: CipherView) async throws -> SaveResult {
         guard let rawId = original.id else { throw OfflineSyncError.missingCipherId }
@@ -60,6 +63,9 @@ extension VaultRepository {
 
     /// Permanently deletes an item; offline, the local copy is removed and a `hardDeleted`
     /// event keeps its last version (so a conflict can still restore or back it up).
+    ///
+    /// Beside other callers: a resolution of the item in progress (in this process or another)
+    /// never re-creates it locally or on the server; the delete is resolved after it.
     @discardableResult
     public func deleteCipher(id rawId: String) async throws -> SaveResult {
         let (id, state) = try current(rawId)

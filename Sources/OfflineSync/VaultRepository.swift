@@ -117,6 +117,9 @@ public final class VaultRepository: Sendable {
 
     /// Creates an item. A new item gets a temporary id **before** encryption, so the id is
     /// inside the encrypted snapshot; the server assigns the real id when it is pushed.
+    ///
+    /// Beside other callers: durable when it returns (online, or in the log); a sync running at
+    /// the same time, in this process or another, posts it at most once.
     @discardableResult
     public func addCipher(_ view: CipherView) async throws -> SaveResult {
         let userKey = try store.userKey(userId: userId)
