@@ -33,6 +33,13 @@ struct StressWriter: AsyncParsableCommand {
     @Option(help: "Stop after this many edits (0 = until killed).")
     var operations = 0
 
+    @Flag(help: "Edit only items this process created (for several writers on one user).")
+    var ownItems = false
+
+    @Option(name: .customLong("reopen-after-ms"),
+            help: "Close the store after each edit and open it again this many milliseconds later (an extension that opens the store per action).")
+    var reopenAfterMilliseconds: Int?
+
     func run() async throws {
         try await reportingErrorsAsync(storePath: directory) {
             guard let text = try? String(contentsOfFile: userKeyFile, encoding: .utf8),
@@ -43,13 +50,17 @@ struct StressWriter: AsyncParsableCommand {
             options.eventLog.environment.mapSize = 64 * 1024   // start tiny: kills also land during map growth
             options.logger = Console.logger("vaultlog.stress")
             options.eventLog.logger = Console.logger("vaultlog.stress")
-            let store = try VaultLogStore(path: directory, options: options)
-            store.unlock(userId: user, userKey: key)
-            let repository = VaultRepository(store: store, userId: user, server: UnreachableServer(), logger: Console.logger("vaultlog.stress"))
+            func open() throws -> (VaultLogStore, VaultRepository) {
+                let store = try VaultLogStore(path: directory, options: options)
+                store.unlock(userId: user, userKey: key)
+                return (store, VaultRepository(store: store, userId: user, server: UnreachableServer(), logger: Console.logger("vaultlog.stress")))
+            }
+            var (store, repository) = try open()
             var rng = SplitMix64(seed: seed)
             var done = 0
+            var created: Set<String> = []
             while operations == 0 || done < operations {
-                let locals = try store.localCiphers(userId: user)
+                let locals = try store.localCiphers(userId: user).filter { !ownItems || created.contains($0.id ?? "") }
                 let roll = rng.next() % 10
                 let result: SaveResult
                 let cipherId: String
@@ -59,6 +70,7 @@ struct StressWriter: AsyncParsableCommand {
                     result = try await repository.addCipher(view)
                     guard case .savedOffline(let cipher?, _) = result else { throw CLIError.storage("create was not saved offline: \(result)") }
                     cipherId = cipher.id!
+                    created.insert(cipherId)
                 } else {
                     let target = locals[Int(rng.next() % UInt64(locals.count))]
                     cipherId = target.id!
@@ -81,6 +93,11 @@ struct StressWriter: AsyncParsableCommand {
                 let type = try store.log.envelope(at: sequence).flatMap { VaultEventType(rawValue: $0.header.eventType) }?.description ?? "?"
                 FileHandle.standardOutput.write(Data("ack \(sequence) \(cipherId) \(type)\n".utf8))
                 done += 1
+                if let pause = reopenAfterMilliseconds {
+                    store.close()
+                    try await Task.sleep(for: .milliseconds(max(0, pause)))
+                    (store, repository) = try open()
+                }
             }
             store.close()
         }
