@@ -68,8 +68,10 @@ extension EventLogStore {
     public func close() { environment.close() }
 
     /// Rewrites the closed store at `path` without free pages, atomically (LMDB's compacting
-    /// copy and a rename): deleted records no longer linger in `data.mdb`. Every handle on the
-    /// directory must be closed first.
+    /// copy and a rename): deleted records no longer linger in `data.mdb`. Takes the store's
+    /// lock exclusively for the whole rewrite, without waiting: refused before anything is
+    /// written (`StoreInUseError`) while any other open of the store exists, in this process or
+    /// another; an open that begins meanwhile waits for the new file.
     @discardableResult
     public static func compactFile(at path: String) throws -> FileCompaction {
         try Environment.compactFile(at: path)

@@ -75,8 +75,26 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// This open's shared hold on the store's ``StoreLock`` (nil: a read-only open that could
+    /// not open the lock file, an environment opened under its caller's exclusive lock, or
+    /// handed over by ``lockExclusively(outcome:)``); released after the environment closes.
+    let storeLock: Mutex<StoreLock?>
+
     /// Opens (and by default creates) the environment at `path`.
-    public init(path: String, options: EnvironmentOptions = EnvironmentOptions()) throws {
+    ///
+    /// Takes the store's lock file (``StoreLock``) shared before it maps `data.mdb`, and keeps
+    /// it until ``close()``: another process's file rewrite is refused while this environment
+    /// is open. While a rewrite holds the lock, this waits for it up to
+    /// ``EnvironmentOptions/rewriteWaitLimit`` and then opens the new file (or throws
+    /// ``StoreInUseError``). Any number of processes may open the same store at once; one
+    /// process may open it once (``close()`` it before opening it again).
+    public convenience init(path: String, options: EnvironmentOptions = EnvironmentOptions()) throws {
+        try self.init(path: path, options: options, holding: nil)
+    }
+
+    /// Opens the environment; with `held` (the caller's exclusive ``StoreLock`` of this
+    /// directory) it takes no lock of its own.
+    init(path: String, options: EnvironmentOptions, holding held: StoreLock?) throws {
         let fm = FileManager.default
         var isDirectory: ObjCBool = false
         if fm.fileExists(atPath: path, isDirectory: &isDirectory) {
@@ -92,7 +110,6 @@ public final class Environment: @unchecked Sendable {
         } else {
             throw LMDBError(code: ENOENT, operation: "open store \(path) (no such directory)")
         }
-        try Self.refuseTruncatedDataFile(in: path)
         let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
         let registered = Self.openPaths.withLock { $0.insert(canonical).inserted }
         guard registered else {
@@ -100,7 +117,13 @@ public final class Environment: @unchecked Sendable {
         }
 
         var handle: OpaquePointer?
+        var shared: StoreLock?
         do {
+            // Before anything of data.mdb is read: a rewrite in progress finishes first.
+            if held == nil {
+                shared = try StoreLock.shared(directory: path, required: !options.readOnly, limit: options.rewriteWaitLimit)
+            }
+            try Self.refuseTruncatedDataFile(in: path)
             try check(mdb_env_create(&handle), "mdb_env_create")
             guard let handle else { throw LMDBError(code: ENOMEM, operation: "mdb_env_create") }
             do {
@@ -125,9 +148,11 @@ public final class Environment: @unchecked Sendable {
             }
             env = handle
         } catch {
+            shared?.release()
             _ = Self.openPaths.withLock { $0.remove(canonical) }
             throw error
         }
+        storeLock = Mutex(shared)
         self.path = path
         self.canonicalPath = canonical
         self.options = options
@@ -137,11 +162,19 @@ public final class Environment: @unchecked Sendable {
 
     deinit { close() }
 
-    /// Closes the environment. Any use afterwards is a programming error. Called by `deinit`.
+    /// Closes the environment, then releases its share of the store's lock. Any use
+    /// afterwards is a programming error. Called by `deinit`.
     public func close() {
+        writer.withLock { closeHoldingWriter() }
+    }
+
+    /// ``close()``, with the writer lock held (no write of this process is running).
+    func closeHoldingWriter() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        writer.withLock {
-            resizeLock.withWriteLock { mdb_env_close(env) }
+        resizeLock.withWriteLock { mdb_env_close(env) }
+        storeLock.withLock { lock in
+            lock?.release()
+            lock = nil
         }
         _ = Self.openPaths.withLock { $0.remove(canonicalPath) }
     }

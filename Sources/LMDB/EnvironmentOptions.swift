@@ -41,6 +41,12 @@ public struct EnvironmentOptions: Sendable {
     /// Zero turns the wait off.
     public var groupGatherLimit: Duration = .microseconds(250)
 
+    /// How long an open waits at most while another process rewrites the store's file
+    /// (``Environment/compactFile(at:holding:)``, which holds the store's ``StoreLock``
+    /// exclusively) before it gives up with ``StoreInUseError``. Default 30 s: a rewrite copies
+    /// the live data once, so an open normally waits far less.
+    public var rewriteWaitLimit: Duration = .seconds(30)
+
     /// The defaults described on each property.
     public init() {}
 }

@@ -1,4 +1,5 @@
 import CLMDB
+import Foundation
 
 /// An LMDB failure, carrying LMDB's own text (`mdb_strerror`) and what we were doing.
 public struct LMDBError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -33,4 +34,10 @@ public struct LMDBError: Error, Equatable, Sendable, CustomStringConvertible {
 @inline(__always)
 func check(_ code: Int32, _ operation: @autoclosure () -> String) throws {
     if code != MDB_SUCCESS { throw LMDBError(code: code, operation: operation()) }
+}
+
+extension LMDBError: LocalizedError {
+    /// The same text as ``description`` (without it, Apple platforms and Foundation show
+    /// "The operation couldn't be completed. (LMDB.LMDBError error 1.)").
+    public var errorDescription: String? { description }
 }

@@ -26,6 +26,11 @@ public struct Transaction {
         self.isReadOnly = readOnly
     }
 
+    /// The transaction's id (`mdb_txn_id`): in a read transaction, the id of the newest commit
+    /// it sees, made by any process. Every commit of the environment, in any process, makes it
+    /// larger, so a reader that finds it unchanged knows nothing was committed meanwhile.
+    public var id: UInt64 { UInt64(mdb_txn_id(raw)) }
+
     /// Opens a named database; with `create`, creates it (write transactions only).
     public func openDatabase(_ name: String, create: Bool) throws -> Database {
         var dbi: MDB_dbi = 0

@@ -151,6 +151,10 @@ extension VaultLogStore {
     /// save waits at most for one step, and a crash between steps leaves a valid store
     /// compacted part of the way. The file keeps its size (LMDB reuses the freed pages);
     /// ``compactAndClose(userIds:policy:now:)`` also rewrites the file.
+    ///
+    /// Safe beside other callers in this process and in other processes that have the store
+    /// open (an app and its extension): each step's write is one transaction like any save,
+    /// and a step whose plan another compaction overtook is refused without writing.
     @discardableResult
     public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil,
                         eventsPerTransaction: Int = compactionEventsPerTransaction) throws -> CompactionResult {
@@ -185,23 +189,6 @@ extension VaultLogStore {
             result = result.map { $0.then(step) } ?? step
             guard prepared.reachedLimit else { return result! }
         }
-    }
-
-    /// Compacts each user's log (each must be unlocked), closes the store and rewrites its file
-    /// with LMDB's compacting copy, so the removed events' ciphertext does not stay in free
-    /// pages. A kill at any point leaves the old store or the new one, both complete. Every
-    /// other handle on the directory must be closed first.
-    public func compactAndClose(userIds: [String], policy: RetentionPolicy = .default, now: Date? = nil) throws -> (results: [CompactionResult], file: FileCompaction) {
-        var results: [CompactionResult] = []
-        do {
-            for userId in userIds { results.append(try compact(userId: userId, policy: policy, now: now)) }
-        } catch {
-            close()
-            throw error
-        }
-        let path = log.path
-        close()
-        return (results, try EventLogStore.compactFile(at: path))
     }
 
     /// The events of `cipherId` the user's snapshot keeps, oldest first: its last versions before

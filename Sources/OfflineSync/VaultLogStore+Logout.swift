@@ -29,16 +29,29 @@ extension VaultLogStore {
     }
 
     /// ``logout(userId:)``, then closes this store and rewrites its file without free pages
-    /// (`EventLogStore.compactFile(at:)`). Deleted records stay in LMDB's free pages until they
+    /// (`EventLogStore.compactFile(at:holding:)`). Deleted records stay in LMDB's free pages until they
     /// are reused: the logged-out account's wrapped user key and its sealed events would still
     /// be in `data.mdb`. After this they are not. The store is closed when this returns (also
-    /// when the compaction fails: the logout has happened, the file still holds free pages);
-    /// open it again to go on. Every other handle on the directory must be closed first.
+    /// when the rewrite fails: the logout has happened, the file still holds free pages);
+    /// open it again to go on.
+    ///
+    /// The logout is a write like any other and happens beside other opens of the store; the
+    /// rewrite is exclusive, as in ``compactAndClose(userIds:policy:now:)``: while another
+    /// process (an app's extension) has the store open it is refused (`StoreInUseError`,
+    /// saying so) and the file is left as it is, never rewritten under another open.
     @discardableResult
     public func logoutAndClose(userId: String) throws -> FileCompaction {
         try logout(userId: userId)
         let path = log.path
+        let lock: ExclusiveStoreLock
+        do {
+            lock = try log.lockExclusively(outcome: "the logout is done, but data.mdb was not rewritten, so its free pages may still hold the account's deleted records; run it again when nothing else has the store open")
+        } catch {
+            close()
+            throw error
+        }
+        defer { lock.release() }
         close()
-        return try EventLogStore.compactFile(at: path)
+        return try EventLogStore.compactFile(at: path, holding: lock)
     }
 }

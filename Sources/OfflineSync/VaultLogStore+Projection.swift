@@ -495,23 +495,6 @@ extension VaultLogStore {
 
     /// Pending count from headers (works while locked; a hint, see ``pendingFromHeaders(userId:)``).
     public func pendingCount(userId: String) throws -> Int { try pendingFromHeaders(userId: userId).count }
-
-    /// A stream of the user's pending count (for a UI badge): the current count first, then
-    /// a new value after every change to the log.
-    public func pendingCountUpdates(userId: String) -> AsyncStream<Int> {
-        let (stream, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let token = UUID()
-        observers.withLock { $0[token] = (userId, continuation) }
-        continuation.onTermination = { [weak self] _ in _ = self?.observers.withLock { $0.removeValue(forKey: token) } }
-        continuation.yield((try? pendingCount(userId: userId)) ?? 0)
-        return stream
-    }
-
-    func notifyObservers(userId: String) {
-        let targets = observers.withLock { $0.values.filter { $0.userId == userId }.map(\.continuation) }
-        guard !targets.isEmpty, let count = try? pendingCount(userId: userId) else { return }
-        for continuation in targets { continuation.yield(count) }
-    }
 }
 
 /// A batch read started on another thread (the fold's prefetch), with the sequence it reads after.

@@ -33,7 +33,8 @@ public final class VaultLogStore: Sendable {
     let sessions = Mutex<[String: UnlockedKeys]>([:])
     /// Each unlocked user's projection and the sequence of its newest checkpoint.
     let projections = Mutex<[String: (projection: Projection, checkpointedAt: UInt64)]>([:])
-    let observers = Mutex<[UUID: (userId: String, continuation: AsyncStream<Int>.Continuation)]>([:])
+    /// The pending-count streams and their watcher (`VaultLogStore+Observers.swift`).
+    let observers = PendingCountObservers()
     /// One resolution at a time per user, shared by every resolver of this store and, through
     /// a lock file in the store's directory, with other processes.
     let resolutionGate: ResolutionGate
@@ -70,6 +71,9 @@ public final class VaultLogStore: Sendable {
     }
     #endif
 
-    /// Closes the store (also done when it is released).
-    public func close() { log.close() }
+    /// Closes the store (also done when it is released); ends its pending-count streams.
+    public func close() {
+        observers.close()
+        log.close()
+    }
 }

@@ -1,7 +1,6 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import LMDB
 import OfflineSync
 
 /// `vaultlog compact DIR`: applies a retention policy and rewrites the file.
@@ -15,7 +14,10 @@ struct Compact: ParsableCommand {
         --keep-versions versions of every item. An event that cannot be read stops the horizon \
         before it. After that, the store is rewritten with LMDB's compacting copy and renamed into place, so \
         the removed ciphertext does not stay in free pages; a kill at any point leaves the old \
-        store or the new one, both complete. No other process may have the store open.
+        store or the new one, both complete. The run takes the store to itself from the start: \
+        while another process has it open (the app, its extension, another command) it is \
+        refused before anything changes (exit 4); a process that opens the store meanwhile \
+        waits for the new file.
 
         The compacted store answers as before for every sequence from the horizon on; a state \
         before it ('pending --at') is refused with "compacted before sequence H", and 'history' \
@@ -87,10 +89,6 @@ struct Compact: ParsableCommand {
             let dataFile = (directory as NSString).appendingPathComponent("data.mdb")
             let before = ((try? FileManager.default.attributesOfItem(atPath: dataFile)[.size]) as? Int) ?? 0
             let policy = RetentionPolicy(keepDays: keepDays, keepVersions: keepVersions)
-            // The file rewrite needs the store closed everywhere: refuse before changing anything.
-            if !dryRun, try Environment.isLockedByAnotherProcess(directory) {
-                throw CLIError.storage("\(directory) is open in another process; close it there first (nothing was changed)")
-            }
             let store: VaultLogStore
             if dryRun {
                 store = try StoreAccess.openForReading(directory)
@@ -111,6 +109,16 @@ struct Compact: ParsableCommand {
                 let plan = try store.compactionPlan(userId: unlocked.userId, policy: policy)
                 report = Report(plan, dryRun: true, before: before, after: nil)
             } else {
+                // The file rewrite needs the store to itself: taken before anything changes (refused
+                // while another process has it open) and kept until the new file is in place.
+                let lock: ExclusiveStoreLock
+                do {
+                    lock = try store.log.lockExclusively(outcome: "nothing was changed")
+                } catch {
+                    store.close()
+                    throw error
+                }
+                defer { lock.release() }
                 let result: CompactionResult
                 do {
                     result = try store.compact(userId: unlocked.userId, policy: policy)
@@ -119,16 +127,14 @@ struct Compact: ParsableCommand {
                     throw error
                 }
                 store.close()
-                let started = Date()
                 let file: FileCompaction
                 do {
-                    file = try EventLogStore.compactFile(at: directory)
+                    file = try EventLogStore.compactFile(at: directory, holding: lock)
                 } catch {
-                    throw CLIError.storage("the log was compacted (\(result.counts.removedEvents) events removed), but data.mdb was not rewritten: \(error); run 'vaultlog compact' again when nothing else has the store open")
+                    throw CLIError.storage("the log was compacted (\(result.counts.removedEvents) events removed), but data.mdb was not rewritten: \(error); run 'vaultlog compact' again")
                 }
                 // The size when the command started (the write itself may have grown the file).
-                report = Report(result, before: before, after: file.bytesAfter,
-                                copyMilliseconds: Date().timeIntervalSince(started) * 1000)
+                report = Report(result, before: before, after: file.bytesAfter, copyMilliseconds: file.seconds * 1000)
             }
             if json {
                 try Console.jsonDocument(report)

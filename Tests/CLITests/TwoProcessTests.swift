@@ -76,7 +76,7 @@ import VaultLogTesting
         let pristine = fixture.dir.file("pristine")
         try FileManager.default.createDirectory(atPath: pristine, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: fixture.store + "/data.mdb", toPath: pristine + "/data.mdb")
-        let arguments = ["--keep-days", "0", "--keep-versions", "1", "--user-key-file", fixture.keyFile]
+        let arguments = ["--keep-days", "0", "--keep-versions", "1", "--user-key-file", fixture.keyFile, "--user", HistoryFixture.userId]
         let work = fixture.dir.file("work")
         try CompactionKillTests.reset(work, from: pristine)
         let started = Date()
@@ -90,11 +90,22 @@ import VaultLogTesting
         let random = SeededRandomSource(seed: seed)
         for round in 0..<rounds {
             try CompactionKillTests.reset(work, from: pristine)
-            let compact = try Child(binary, ["compact", work] + arguments)
-            // The writer starts at a moment uniform over the compaction's run (it needs some of it to start up).
-            let fraction = Double(random.bytes(2).reduce(0) { $0 << 8 | Int($1) }) / 65_536 * 0.9
-            usleep(UInt32(fraction * duration * 1_000_000))
-            let writer = try Child(binary, ["stress-writer", work, "--user-key-file", writerKey.file, "--seed", "\(seed &+ UInt64(round))"])
+            // Odd rounds: the writer starts at a moment uniform over the compaction's run (it
+            // needs some of it to start up). Even rounds: the writer first, the compaction up to
+            // 150 ms later (while the writer starts up, or once it has the store open).
+            let fraction = Double(random.bytes(2).reduce(0) { $0 << 8 | Int($1) }) / 65_536
+            let writerFirst = round % 2 == 0
+            let writerArguments = ["stress-writer", work, "--user-key-file", writerKey.file, "--seed", "\(seed &+ UInt64(round))"]
+            let compact: Child, writer: Child
+            if writerFirst {
+                writer = try Child(binary, writerArguments)
+                usleep(UInt32(fraction * 150_000))
+                compact = try Child(binary, ["compact", work] + arguments)
+            } else {
+                compact = try Child(binary, ["compact", work] + arguments)
+                usleep(UInt32(fraction * 0.9 * duration * 1_000_000))
+                writer = try Child(binary, writerArguments)
+            }
             let status = compact.wait()
             // Saves after the compaction ended (into the new file, or the old one that was kept).
             let target = writer.lines.count + 5
@@ -115,9 +126,9 @@ import VaultLogTesting
                 problems.append("round \(round): compact exited \(status): \(compact.stderr)")
             }
             problems += try check(work, acks: [writer.acks], keys: [writerUser: writerKey.key, HistoryFixture.userId: fixture.userKey])
-                .map { "round \(round) (writer started at \(Int(fraction * 100)) % of the run): \($0)" }
+                .map { "round \(round) (\(writerFirst ? "compaction started \(Int(fraction * 150)) ms after the writer" : "writer started at \(Int(fraction * 90)) % of the run")): \($0)" }
         }
-        print("two-process compaction race: \(rounds) rounds, writer started during a \(Int(duration * 1000)) ms run; "
+        print("two-process compaction race: \(rounds) rounds beside a writer (a \(Int(duration * 1000)) ms run alone); "
               + "\(outcomes.refused) refused before any change, \(outcomes.rewritten) rewritten with the writer waiting; \(problems.count) problems")
         return problems
     }

@@ -57,6 +57,8 @@ struct CLIError: Error, CustomStringConvertible {
             }
         case let error as LMDBError:
             return lmdbError(error, dataFile: dataFile)
+        case let error as StoreInUseError:
+            return .storage("\(error)")
         case let error as EnvelopeError:
             return .storage("\(dataFile): \(error)")
         case let error as OfflineSyncError:
