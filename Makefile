@@ -98,8 +98,8 @@ test: deps
 	$(SWIFT) test --skip-build --filter SimulationTests
 
 # The long reliability runs (make test runs 100 writer kills, 60 resolver kills, 40 compaction
-# kills, 500 seeds): 1,000 SIGKILLs of the writer and of the resolver, 400 of compaction, 10,000
-# simulation seeds, then each fuzz
+# kills, 500 seeds): 1,000 SIGKILLs of the writer and of the resolver, 400 of compaction, 60
+# rounds of a compaction racing another process's writer, 10,000 simulation seeds, then each fuzz
 # target; ends with a summary of the figures. Logs in .build-torture/. The seeds run on a
 # release build of vaultlog (it also catches release-only faults), one per core. About an hour
 # here from a clean checkout; KILLS, RESOLVER_KILLS, SEEDS, FUZZ_SECONDS scale it.
@@ -111,12 +111,14 @@ torture: deps
 	VAULTLOG_KILLS=$${KILLS:-1000} $(SWIFT) test --skip-build --filter WriterKillTests 2>&1 | tee $(TORTURE_LOGS)/writer-kills.log
 	VAULTLOG_RESOLVER_KILLS=$${RESOLVER_KILLS:-1000} $(SWIFT) test --skip-build --filter ResolverKillTests 2>&1 | tee $(TORTURE_LOGS)/resolver-kills.log
 	VAULTLOG_COMPACT_KILLS=$${COMPACT_KILLS:-400} $(SWIFT) test --skip-build --filter CompactionKillTests 2>&1 | tee $(TORTURE_LOGS)/compaction-kills.log
+	VAULTLOG_TWO_PROCESS_ROUNDS=$${TWO_PROCESS_ROUNDS:-60} $(SWIFT) test --skip-build --filter TwoProcessTests 2>&1 | tee $(TORTURE_LOGS)/two-process.log
 	$$($(SWIFT) build -c release --show-bin-path)/vaultlog simulate --seeds 1..$${SEEDS:-10000} 2>&1 | tee $(TORTURE_LOGS)/simulation.log
 	$(MAKE) --no-print-directory fuzz 2>&1 | tee $(TORTURE_LOGS)/fuzz.log
 	@echo "== torture summary"
 	@grep -h "^kill test:" $(TORTURE_LOGS)/writer-kills.log
 	@grep -h "^resolver kill test:" $(TORTURE_LOGS)/resolver-kills.log
 	@grep -h "^compaction kills:" $(TORTURE_LOGS)/compaction-kills.log
+	@grep -h "^two-process compaction race:" $(TORTURE_LOGS)/two-process.log
 	@echo "simulation: $$(tail -1 $(TORTURE_LOGS)/simulation.log)"
 	@grep -h "^fuzz total" $(TORTURE_LOGS)/fuzz.log
 

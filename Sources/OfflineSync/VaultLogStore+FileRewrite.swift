@@ -16,7 +16,7 @@ extension VaultLogStore {
     /// close the other process and run again. An open in another process that begins while
     /// this runs waits for it (``VaultLogStoreOptions/eventLog``'s `rewriteWaitLimit`) and then
     /// sees the new file. Run it where the app can arrange that: at logout, or at start before
-    /// the extension runs. ``compact(userId:policy:now:eventsPerTransaction:)`` alone needs no
+    /// the extension runs. `compact(userId:policy:now:eventsPerTransaction:)` alone needs no
     /// exclusivity.
     ///
     /// A kill at any point leaves the old store or the new one, both complete: the

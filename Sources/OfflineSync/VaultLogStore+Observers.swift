@@ -12,9 +12,9 @@ extension VaultLogStore {
     ///
     /// Never the same value twice in a row, and never an older state after a newer one: a
     /// consumer slower than the changes gets the newest count, not a backlog. This process's
-    /// own saves show at once; another process's commits within about
-    /// ``PendingCountObservers/pollInterval`` (a read transaction that finds the store's commit
-    /// id unchanged costs a few microseconds; the count is folded again only after a commit).
+    /// own saves show at once; another process's commits within about 250 ms (while a stream
+    /// is in use, the store's commit id is read every 250 ms: a read transaction of a few
+    /// microseconds; the count is folded again only after a commit).
     /// No watching happens while no stream is in use. Reading never writes: the counts are
     /// folded from the headers in read transactions (no pending checkpoint is saved).
     ///
