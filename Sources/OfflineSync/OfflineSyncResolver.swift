@@ -52,7 +52,7 @@ public final class OfflineSyncResolver: Sendable {
     /// if a process dies). A second call waits for the run in progress and then resolves what is
     /// still due (usually nothing: it never sends a change twice). A save made while the run is
     /// in progress, here or in another process, is resolved by one more pass of the run before it
-    /// ends (at most ``maxExtraPasses``; later saves stay pending for the next call).
+    /// ends (at most three extra passes; later saves stay pending for the next call).
     @discardableResult
     public func processPendingChanges(userId: String) async throws -> ResolutionReport {
         try await store.resolutionGate.run(userId: userId) { takePassRequest in

@@ -162,10 +162,10 @@ public final class VaultRepository: Sendable {
     /// version (the pending snapshot if any, else the local copy) and records whether the
     /// login password changed, by decrypting and comparing in memory.
     ///
-    /// The save carries its base: the version the view was read from (``CipherView/localBase``,
+    /// The save carries its base: the version the view was read from (`CipherView.localBase`,
     /// set by decryption). If another save of the item came in since (another screen, the
     /// extension, a sync that replaced the local copy), the two are merged
-    /// (``CipherView/merged(base:current:)``): parts only one changed are kept, a password both
+    /// (`CipherView.merged(base:current:)`): parts only one changed are kept, a password both
     /// changed goes into the history, and any other part both changed keeps this save's value
     /// while the other version is first saved as a backup item (`"{name} - {time}"`). Nothing
     /// either save changed is lost. Safe beside any other call, in this process or another.
