@@ -55,7 +55,7 @@ public final class OfflineSyncResolver: Sendable {
     /// ends (at most three extra passes; later saves stay pending for the next call).
     @discardableResult
     public func processPendingChanges(userId: String) async throws -> ResolutionReport {
-        try await store.resolutionGate.run(userId: userId) { takePassRequest in
+        try await store.resolutionGate.run(userId: userId, settle: options.settleAfterInterruptedRun) { takePassRequest in
             var (report, seen) = try await resolvePass(userId: userId)
             for _ in 0..<Self.maxExtraPasses {
                 // Asked by a save in this process, or found: a due item with an operation the pass
@@ -140,9 +140,13 @@ public final class OfflineSyncResolver: Sendable {
     @discardableResult
     public func resolve(userId: String, cipherId: String, waitForRun: Bool = false) async throws -> ItemReport? {
         if waitForRun {
-            return try await store.resolutionGate.run(userId: userId) { _ in try await resolveOne(userId: userId, cipherId: cipherId) }
+            return try await store.resolutionGate.run(userId: userId, settle: options.settleAfterInterruptedRun) { _ in
+                try await resolveOne(userId: userId, cipherId: cipherId)
+            }
         }
-        return try await store.resolutionGate.tryRun(userId: userId) { try await resolveOne(userId: userId, cipherId: cipherId) } ?? nil
+        return try await store.resolutionGate.tryRun(userId: userId, settle: options.settleAfterInterruptedRun) {
+            try await resolveOne(userId: userId, cipherId: cipherId)
+        } ?? nil
     }
 
     private func resolveOne(userId: String, cipherId: String) async throws -> ItemReport? {

@@ -38,17 +38,22 @@ final class ResolutionGate: Sendable {
     /// Runs `body` as the only resolution of `userId`, after the one in progress (in this
     /// process or another) ends. `body` gets a function that tells whether a save asked for
     /// another pass since it was last called.
-    func run<T>(userId: String, _ body: (_ takePassRequest: @Sendable () -> Bool) async throws -> T) async throws -> T {
+    ///
+    /// When the previous holder died mid-run (the lock file still names it), waits `settle`
+    /// first: requests it sent may still be in flight at the server.
+    func run<T>(userId: String, settle: Duration,
+                _ body: (_ takePassRequest: @Sendable () -> Bool) async throws -> T) async throws -> T {
         await acquireLocal(userId)
         defer { releaseLocal(userId) }
         let file = try await FileLock.acquire(path: lockPath(userId), wait: true)
         defer { file?.release() }
+        if file?.previousHolderDied == true { try await Task.sleep(for: settle) }
         return try await body { self.takePassRequest(userId) }
     }
 
     /// Runs `body` as the only resolution of `userId` if none is in progress; nil when one is
     /// (then a run in this process makes one more pass before it ends).
-    func tryRun<T>(userId: String, _ body: () async throws -> T) async throws -> T? {
+    func tryRun<T>(userId: String, settle: Duration, _ body: () async throws -> T) async throws -> T? {
         let acquired = users.withLock { users -> Bool in
             var state = users[userId] ?? UserState()
             defer { users[userId] = state }
@@ -63,6 +68,7 @@ final class ResolutionGate: Sendable {
         defer { releaseLocal(userId) }
         guard let file = try await FileLock.acquire(path: lockPath(userId), wait: false) else { return nil }
         defer { file.release() }
+        if file.previousHolderDied { try await Task.sleep(for: settle) }
         return try await body()
     }
 
@@ -116,8 +122,13 @@ final class ResolutionGate: Sendable {
 }
 
 /// An exclusive `flock` on a file, released by ``release()`` or when the process ends.
+///
+/// While held, the file holds the holder's process id; ``release()`` empties it. A holder that
+/// finds it not empty knows the previous one died holding it (``previousHolderDied``).
 struct FileLock: Sendable {
     let descriptor: Int32
+    /// The file named a holder when the lock was taken: that process ended without releasing it.
+    var previousHolderDied = false
 
     /// Takes the lock on `path` (creating the file). With `wait`, blocks (on a thread of its own,
     /// not a Swift concurrency thread) until it is free; without, nil when another process holds it.
@@ -129,7 +140,7 @@ struct FileLock: Sendable {
             if errno == EROFS || errno == EACCES { return nil }
             throw OfflineSyncError.resolutionLock(path: path, reason: String(cString: strerror(errno)))
         }
-        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return FileLock(descriptor: descriptor) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return FileLock(claiming: descriptor) }
         guard errno == EWOULDBLOCK, wait else {
             let reason = errno == EWOULDBLOCK ? nil : String(cString: strerror(errno))
             close(descriptor)
@@ -148,11 +159,22 @@ struct FileLock: Sendable {
             close(descriptor)
             throw OfflineSyncError.resolutionLock(path: path, reason: String(cString: strerror(result)))
         }
-        return FileLock(descriptor: descriptor)
+        return FileLock(claiming: descriptor)
     }
 
-    /// Releases the lock (closing the descriptor releases it).
+    /// The lock just taken on `descriptor`: reads whether a holder is named, names this process.
+    private init(claiming descriptor: Int32) {
+        self.descriptor = descriptor
+        var byte: UInt8 = 0
+        previousHolderDied = pread(descriptor, &byte, 1, 0) == 1
+        let text = Array("\(getpid())\n".utf8)
+        _ = ftruncate(descriptor, 0)
+        _ = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+    }
+
+    /// Releases the lock (emptied first: the next holder knows this one ended cleanly).
     func release() {
+        _ = ftruncate(descriptor, 0)
         _ = flock(descriptor, LOCK_UN)
         close(descriptor)
     }

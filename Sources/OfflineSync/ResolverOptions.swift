@@ -27,6 +27,12 @@ public struct ResolverOptions: Sendable {
     /// Offline password changes that make a backup of the server copy even without a
     /// conflict (the 5-entry history would otherwise lose intermediate passwords).
     public var softConflictPasswordChangeThreshold = 4
+    /// How long a run waits before it starts when the previous run of the user ended without
+    /// releasing the store's resolution lock cleanly (its process died mid-run: an extension
+    /// the system stopped, an app killed during a sync). Requests that process sent may still be
+    /// in flight at the server; a create or backup it posted must be on the server before this
+    /// run looks for it by its marker, or it would be posted twice.
+    public var settleAfterInterruptedRun: Duration = .seconds(2)
     /// The defaults described on each property.
     public init() {}
 }

@@ -121,8 +121,12 @@ struct ResolveWorker: AsyncParsableCommand {
         @Option(help: "Syncs to try; failed items are put back into retries between them.")
         var attempts = 4
 
+        @Option(help: "Milliseconds to wait before resolving after a run that died holding the store's resolution lock (ResolverOptions.settleAfterInterruptedRun; default 2000).")
+        var settleMs = 2000
+
         func validate() throws {
             guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
+            guard settleMs >= 0 else { throw ValidationError("--settle-ms must be at least 0") }
             guard attempts >= 1 else { throw ValidationError("--attempts must be at least 1") }
         }
 
@@ -146,6 +150,7 @@ struct ResolveWorker: AsyncParsableCommand {
 
                 var options = ResolverOptions()
                 options.concurrency = concurrency
+                options.settleAfterInterruptedRun = .milliseconds(settleMs)
                 // Printed after the effect and before its outcome event: the crash window.
                 let observed = EffectObservingServer(client) { effect in ResolveWorker.say("effect \(effect)") }
                 let resolver = OfflineSyncResolver(store: store, server: observed, options: options, logger: Console.logger("vaultlog.resolve"))

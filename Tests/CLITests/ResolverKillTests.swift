@@ -43,6 +43,10 @@ import VaultLogTesting
     /// Kills of one workload before it is left to finish: bounds a workload whose resolution
     /// is longer than most kill delays.
     static let maxKillsPerWorkload = 20
+    /// How long a run waits after one that died holding the resolution lock: the emulator's
+    /// requests take 5–20 ms, so what a killed worker sent has arrived by then even on a loaded
+    /// machine (the library's default, 2 s, is for real servers).
+    static let settleMilliseconds = 500
     /// Any child that runs longer than this is stuck: it is killed and reported.
     static let childTimeout: TimeInterval = 60
 
@@ -298,7 +302,7 @@ import VaultLogTesting
         func startPartner(binary: String, concurrency: Int) throws -> Partner {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)"]
+            process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)", "--settle-ms", "\(ResolverKillTests.settleMilliseconds)"]
             let stdout = Pipe(), stderr = Pipe()
             process.standardOutput = stdout
             process.standardError = stderr
@@ -312,7 +316,7 @@ import VaultLogTesting
         func resolve(binary: String, concurrency: Int, kill killing: (moment: KillMoment, microseconds: UInt32)?) throws -> Round {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)"]
+            process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)", "--settle-ms", "\(ResolverKillTests.settleMilliseconds)"]
             let stdout = Pipe(), stderr = Pipe()
             process.standardOutput = stdout
             process.standardError = stderr

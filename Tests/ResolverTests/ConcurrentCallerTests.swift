@@ -46,6 +46,23 @@ import VaultLogTesting
         #expect(try h.serverItems().count == 300)
     }
 
+    /// The lock file tells a run whether the previous one died holding it (its requests may
+    /// still be in flight: the run waits `settleAfterInterruptedRun` first).
+    @Test func resolutionLock_tellsWhetherThePreviousHolderDied() async throws {
+        let dir = TemporaryDirectory("resolution-lock")
+        let path = dir.path + "/resolve-test.lock"
+        let first = try #require(try await FileLock.acquire(path: path, wait: false))
+        #expect(!first.previousHolderDied)
+        #expect(try await FileLock.acquire(path: path, wait: false) == nil, "held: a second holder is refused")
+        first.release()
+        let second = try #require(try await FileLock.acquire(path: path, wait: false))
+        #expect(!second.previousHolderDied, "released cleanly")
+        close(second.descriptor)   // the process died: the kernel drops the lock, the file still names it
+        let third = try #require(try await FileLock.acquire(path: path, wait: false))
+        #expect(third.previousHolderDied)
+        third.release()
+    }
+
     // MARK: Saves during a run
 
     enum SaveDuringRun: String, CaseIterable, Sendable {
