@@ -119,6 +119,12 @@ public enum DeleteDecision: Equatable, Sendable {
         // Already in the trash and nothing of ours to add: the user's intent holds. (With edits
         // the trash is not enough: they still have to reach the server.)
         if !carriesEdits, !permanent, server.deletedDate != nil { return .alreadyApplied }
+        // A permanent delete of exactly what the server holds (the same content, in the trash or
+        // not as the local copy was): whoever made the server's last change (a trash move whose
+        // new revision this device never read), the user deleted that very version.
+        if permanent, latest.sameContent(as: server), (latest.deletedDate != nil) == (server.deletedDate != nil) {
+            return .apply(pushEdits: false, backupServer: false)
+        }
         if !own.wrote(server), let base, let revision = server.revisionDate, revision != base {
             return .drop(backupLocal: carriesEdits)
         }

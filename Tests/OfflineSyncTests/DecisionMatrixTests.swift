@@ -94,6 +94,8 @@ import VaultLogTesting
         var serverHoldsOwnEarlier = false
         var passwordChanges = 0
         var createChain = false
+        /// The local copy the delete was made from was in the trash.
+        var latestTrashed = false
         let expected: DeleteDecision
         var testDescription: String { label }
     }
@@ -137,11 +139,16 @@ import VaultLogTesting
         DeleteRow(label: "hard delete, unmodified local copy equals the server's → delete", type: .hardDelete, serverRevision: at(0),
                   serverHoldsLatest: true, expected: .apply(pushEdits: false, backupServer: false)),
         DeleteRow(label: "hard delete, 404 → clean up", type: .hardDelete, serverRevision: nil, hasEdits: true, expected: .cleanUp),
+        DeleteRow(label: "hard delete of a trashed item whose trash revision was never read → delete", type: .hardDelete,
+                  serverRevision: at(5), serverTrashed: true, serverHoldsLatest: true, latestTrashed: true,
+                  expected: .apply(pushEdits: false, backupServer: false)),
+        DeleteRow(label: "hard delete of a trashed item another device restored (same content) → drop", type: .hardDelete,
+                  serverRevision: at(5), serverHoldsLatest: true, latestTrashed: true, expected: .drop(backupLocal: false)),
     ]
 
     @Test(arguments: deleteRows)
     func deleteDecision(row: DeleteRow) {
-        let latest = Self.cipher("local", revision: Self.at(0), seed: 3)
+        let latest = Self.cipher("local", revision: Self.at(0), deleted: row.latestTrashed, seed: 3)
         let earlier = Self.cipher("local v1", revision: Self.at(0), seed: 6)
         var server = row.serverRevision.map { Self.cipher("server", revision: $0, deleted: row.serverTrashed, seed: 4) }
         if row.serverHoldsLatest { server = server.map { Self.onServer(latest, as: $0) } }
