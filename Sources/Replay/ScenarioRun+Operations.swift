@@ -64,10 +64,10 @@ final class EffectScope: Sendable {
 extension Run {
     // MARK: Operations
 
-    /// How long an `atEffect` save may take to become durable while the resolution waits; past
-    /// it the resolution goes on (an engine that makes a save wait for the resolution in
-    /// flight is slower here, not wrong).
-    static let durableWait: Duration = .seconds(5)
+    /// How long the resolution waits for an `atEffect` save to return; past it the resolution
+    /// goes on (an engine that makes a save wait for the resolution in flight is slower here,
+    /// not wrong: the save finishes after it).
+    static let saveWait: Duration = .seconds(2)
 
     /// A save, sync or resolve step, run alone: prepared, called, recorded. A sync or resolve
     /// runs in its own ``EffectScope`` (a scheduled crash, `atEffect` saves).
@@ -98,6 +98,10 @@ extension Run {
         // The resolution made fewer effects than planned: the saves come after it.
         if let plan, !scope.planFired {
             for sub in plan.steps {
+                if sub.do == .offline || sub.do == .online {
+                    try await perform(sub, index: plan.step)
+                    continue
+                }
                 do {
                     let save = try prepare(sub, index: plan.step)
                     try finish(save, await Self.call(save))
@@ -144,11 +148,12 @@ extension Run {
         }
     }
 
-    /// Sub-steps of `atEffect` must be saves.
+    /// Sub-steps of `atEffect` must be saves, or the network going down or up (a blip while
+    /// the resolution is in flight).
     static func expectSaves(_ steps: [ScenarioStep], in step: ScenarioStep, index: Int) throws {
-        let saves: Set<ScenarioAction> = [.create, .update, .softDelete, .delete]
+        let saves: Set<ScenarioAction> = [.create, .update, .softDelete, .delete, .offline, .online]
         if let bad = steps.first(where: { !saves.contains($0.do) }) {
-            throw ReplayError.badStep(index: index, reason: "'\(step.do)' runs saves (create, update, softDelete, delete), not '\(bad.do)'")
+            throw ReplayError.badStep(index: index, reason: "'\(step.do)' runs saves (create, update, softDelete, delete) and offline/online, not '\(bad.do)'")
         }
     }
 
@@ -183,11 +188,15 @@ extension Run {
     }
 
     /// `atEffect`: each save is started outside the resolution's scope, and the resolution
-    /// waits until it is durable in the log (or returned, or ``durableWait`` passed). Returns
-    /// the started saves, to be joined and recorded after the step.
+    /// waits until it returns (at most ``saveWait``); `offline` and `online` switch the network
+    /// there and then. Returns the started saves, to be joined and recorded after the step.
     func runPlanned(_ steps: [ScenarioStep], index: Int) async -> [(PreparedOperation, Task<Result<OperationOutcome, any Error>, Never>)] {
         var started: [(PreparedOperation, Task<Result<OperationOutcome, any Error>, Never>)] = []
         for sub in steps {
+            if sub.do == .offline || sub.do == .online {
+                try? await perform(sub, index: index)
+                continue
+            }
             let operation: PreparedOperation
             do {
                 operation = try prepare(sub, index: index)
@@ -195,9 +204,6 @@ extension Run {
                 runner.logger.debug("a save planned at an effect could not be prepared", metadata: ["error": "\(error)"])
                 continue
             }
-            let log = store.log
-            let mark = (try? log.lastSequence()) ?? 0
-            let updates = store.pendingCountUpdates(userId: operation.userId)
             let (done, finished) = AsyncStream<Void>.makeStream()
             let task = EffectScope.$current.withValue(nil) {
                 Task { () -> Result<OperationOutcome, any Error> in
@@ -208,10 +214,7 @@ extension Run {
             started.append((operation, task))
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { for await _ in done { return } }
-                group.addTask {
-                    for await _ in updates where ((try? log.lastSequence()) ?? 0) > mark { return }
-                }
-                group.addTask { try? await Task.sleep(for: Self.durableWait) }
+                group.addTask { try? await Task.sleep(for: Self.saveWait) }
                 await group.next()
                 group.cancelAll()
             }

@@ -121,7 +121,10 @@ extension Simulation {
                     save = ScenarioStep(.create, user: user, ref: other, item: ScenarioItem(
                         name: "sim \(seed) \(other)", notes: "note \(seed)-\(counter)", username: "user", password: password()), optional: true)
                 }
-                episode.append(ScenarioStep(.atEffect, afterEffect: 1 + Int(rng.next() % 4), steps: [save]))
+                // Half the time the network blips around the save: it is saved offline while
+                // the resolution is in flight.
+                let saves = chance(50) ? [ScenarioStep(.offline), save, ScenarioStep(.online)] : [save]
+                episode.append(ScenarioStep(.atEffect, afterEffect: 1 + Int(rng.next() % 4), steps: saves))
                 episode.append(sync)
             case .deleteMeetsAnotherDevice:
                 let ref = synced()

@@ -87,9 +87,11 @@ import Testing
 
     /// Four offline password changes and another device's edit (a backup, a PUT or a kept
     /// server copy: several server effects); a save of the item right after effect 1, 2, 3 or
-    /// 4: whatever the save did is on the server afterwards.
-    @Test(arguments: SaveKind.allCases, 1...4)
-    func aSaveAtEveryServerEffect_isOnTheServerAfterwards(kind: SaveKind, effect: Int) async throws {
+    /// 4, online or saved offline in a network blip: whatever the save did is on the server
+    /// afterwards.
+    @Test(arguments: SaveKind.allCases, [1, 2, 3, 4, -1, -2, -3, -4])
+    func aSaveAtEveryServerEffect_isOnTheServerAfterwards(kind: SaveKind, at: Int) async throws {
+        let effect = abs(at), blip = at < 0
         var steps: [ScenarioStep] = [ScenarioStep(.offline)]
         for n in 1...4 { steps += [ScenarioStep(.advance, seconds: 10), ScenarioStep(.update, ref: "bank", item: ScenarioItem(password: "off-\(n)"))] }
         steps += [ScenarioStep(.update, ref: "mail", item: ScenarioItem(password: "mail-1")),
@@ -103,14 +105,15 @@ import Testing
         case .delete: save = ScenarioStep(.delete, ref: "bank")
         case .create: save = ScenarioStep(.create, ref: "new", item: Self.item("New", "new-pw"))
         }
-        steps += [ScenarioStep(.atEffect, afterEffect: effect, steps: [save]), ScenarioStep(.sync, optional: true),
+        steps += [ScenarioStep(.atEffect, afterEffect: effect, steps: blip ? [ScenarioStep(.offline), save, ScenarioStep(.online)] : [save]),
+                  ScenarioStep(.sync, optional: true),
                   ScenarioStep(.advance, seconds: 60), ScenarioStep(.sync)]
-        let scenario = Self.scenario("save-at-effect-\(kind.rawValue)-\(effect)", server: [
+        let scenario = Self.scenario("save-at-effect-\(kind.rawValue)-\(at)", server: [
             ScenarioServerItem(ref: "bank", item: Self.item("Bank", "pw-0")),
             ScenarioServerItem(ref: "mail", item: Self.item("Mail", "mail-0")),
         ], steps)
         let (outcome, violations) = try await Self.run(scenario)
-        #expect(violations.isEmpty, "\(kind) after effect \(effect):\n\(violations.joined(separator: "\n"))")
+        #expect(violations.isEmpty, "\(kind) after effect \(effect)\(blip ? " (offline)" : ""):\n\(violations.joined(separator: "\n"))")
         let bank = Self.server(outcome).filter { $0.name == "Bank" }
         switch kind {
         case .edit: #expect(bank.contains { $0.password == "at-effect" && $0.deleted != true }, "\(bank)")
