@@ -24,12 +24,24 @@ extension Simulation {
         case staleView
         /// The app starts offline without session tokens and the user edits.
         case coldOfflineStart
+
+        /// The letter after `k` in the refs of the episode's items.
+        var letter: String {
+            switch self {
+            case .concurrentSyncs: "c"
+            case .saveRacingSync: "r"
+            case .saveAtEffect: "e"
+            case .deleteMeetsAnotherDevice: "d"
+            case .staleView: "v"
+            case .coldOfflineStart: "s"
+            }
+        }
     }
 
     /// `steps` with 2 to 4 self-contained episodes inserted at random points (never between a
     /// `crash` and the sync it belongs to), from a generator of their own: every other step of
     /// the seed is what the sequential mode generates. Each episode works on items it creates
-    /// (refs `k0`, `k1`, …), sets the network and the user's lock as it needs them and puts them
+    /// (refs `kc0`, `ke1`, …: the letter names the episode), sets the network and the user's lock as it needs them and puts them
     /// back as they were.
     static func insertingEpisodes(into base: [ScenarioStep], seed: UInt64, users: [ScenarioUser]) -> [ScenarioStep] {
         var rng = SplitMix64(seed: seed ^ 0x5EED_C0DE)
@@ -59,9 +71,12 @@ extension Simulation {
                 offline = value
                 episode.append(ScenarioStep(value ? .offline : .online))
             }
+            let kind = Episode.allCases[Int(rng.next() % UInt64(Episode.allCases.count))]
+            /// Refs name their episode (`kc3`: the fourth item, made by a `concurrentSyncs`
+            /// episode), so a violation names the class of bug it belongs to.
             func newRef() -> String {
                 defer { serial += 1 }
-                return "k\(serial)"
+                return "k\(kind.letter)\(serial)"
             }
             func create(_ ref: String) {
                 counter += 1
@@ -82,7 +97,7 @@ extension Simulation {
                 return ref
             }
             let sync = ScenarioStep(.sync, user: user, optional: true)
-            switch Episode.allCases[Int(rng.next() % UInt64(Episode.allCases.count))] {
+            switch kind {
             case .concurrentSyncs:
                 setOffline(true)
                 let created = (0..<(1 + Int(rng.next() % 3))).map { _ in newRef() }
@@ -138,11 +153,11 @@ extension Simulation {
                     episode.append(ScenarioStep(.anotherDeviceRestore, user: user, ref: ref, optional: true))
                 } else {
                     let folder = "fk\(serial)-\(user)"
-                    let kind = rng.next() % 4
-                    if kind == 1 { episode.append(ScenarioStep(.createFolder, user: user, ref: folder)) }
+                    let change = rng.next() % 4
+                    if change == 1 { episode.append(ScenarioStep(.createFolder, user: user, ref: folder)) }
                     setOffline(true)
                     episode.append(ScenarioStep(chance(50) ? .delete : .softDelete, user: user, ref: ref, optional: true))
-                    switch kind {
+                    switch change {
                     case 0: episode.append(ScenarioStep(.anotherDeviceFavorite, user: user, ref: ref, optional: true))
                     case 1: episode.append(ScenarioStep(.anotherDeviceMove, user: user, ref: ref, item: ScenarioItem(folder: folder), optional: true))
                     case 2: episode.append(ScenarioStep(.anotherDeviceReencrypt, user: user, ref: ref, optional: true))
