@@ -21,7 +21,8 @@ extension Run {
     /// Another device changes the item without touching its encrypted fields (a favourite, a
     /// folder move, a restore from the trash), or encrypts it again with every field unchanged.
     /// Journaled before the request (a lost answer may still have applied it) and marked
-    /// `applied` once the server answered.
+    /// `applied` once the server answered with a new revision (a restore of an item that is not
+    /// in the trash changes nothing on Bitwarden).
     func anotherDeviceKeepingFields(_ step: ScenarioStep, index: Int) async throws {
         let ref = try self.ref(step, index)
         let (user, id) = try currentId(ref, step: index)
@@ -50,12 +51,13 @@ extension Run {
         journal.append(.init(step: index, ref: ref, action: action, content: content(try changed.decrypt(userKey: user.userKey)),
                              offline: false, pendingBefore: isPending(ref), user: user.ref))
         let entry = journal.count - 1
+        let answer: Cipher
         if step.do == .anotherDeviceRestore {
-            _ = try await user.onOtherDevice { try await $0.restoreCipher(id: id) }
+            answer = try await user.onOtherDevice { try await $0.restoreCipher(id: id) }
         } else {
-            _ = try await user.onOtherDevice { try await $0.updateCipher(changed, lastKnownRevisionDate: current.revisionDate) }
+            answer = try await user.onOtherDevice { try await $0.updateCipher(changed, lastKnownRevisionDate: current.revisionDate) }
         }
-        journal[entry].applied = true
+        journal[entry].applied = answer.revisionDate != current.revisionDate
     }
 
     /// `coldStart`: the app starts again with the device as it is (offline, perhaps): every
