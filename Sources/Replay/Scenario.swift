@@ -158,7 +158,8 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
     public var seconds: Double?
     /// `fault`: the server fault to set up or clear.
     public var fault: ScenarioFault?
-    /// `crash`: the next `sync` or `resolve` crashes right after this server effect (1-based).
+    /// `crash`: the next `sync` or `resolve` crashes right after this server effect (1-based);
+    /// `atEffect`: it runs the step's `steps` there.
     public var afterEffect: Int?
     /// The step must throw an error whose text contains this; a step that succeeds fails the run.
     public var expectError: String?

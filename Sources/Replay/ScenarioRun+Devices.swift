@@ -63,7 +63,8 @@ extension Run {
     /// `coldStart`: the app starts again with the device as it is (offline, perhaps): every
     /// in-memory state dropped, the store reopened, the vaults that were unlocked unlocked again
     /// from the stored accounts (master password), and the device's clients without a session.
-    func coldStart() throws {
+    func coldStart() async throws {
+        await checkPendingCounts(when: "before the cold start")
         let unlocked = users.filter { store.isUnlocked(userId: $0.userId) }
         store.close()
         reopens += 1
@@ -81,17 +82,20 @@ extension Run {
         countStreams = Dictionary(uniqueKeysWithValues: users.map { ($0.userId, store.pendingCountUpdates(userId: $0.userId)) })
     }
 
-    /// Invariant 11: the newest value each pending-count stream delivered (the stream keeps
-    /// only the newest, and nobody read it during the run) is the log's pending count.
-    func checkPendingCounts() async {
+    /// Invariant 11, at a quiet moment (after steps run at once, before the store is
+    /// reopened, at the end): the newest value each pending-count stream delivered (the stream
+    /// keeps only the newest, and nobody reads it in between) is the log's pending count. The
+    /// streams are then subscribed again (a read stream has nothing left until the next change).
+    func checkPendingCounts(when: String = "at the end") async {
         for user in users {
             guard let stream = countStreams[user.userId] else { continue }
             var iterator = stream.makeAsyncIterator()
             let last = await iterator.next()
             let count = try? store.pendingCount(userId: user.userId)
             if last != count {
-                runViolations.append("invariant 11: user \(user.ref): the pending-count stream ended at \(last.map(String.init) ?? "nothing"), the log holds \(count.map(String.init) ?? "?") pending items")
+                runViolations.append("invariant 11: user \(user.ref): the pending-count stream said \(last.map(String.init) ?? "nothing") \(when), the log holds \(count.map(String.init) ?? "?") pending items")
             }
         }
+        subscribeToPendingCounts()
     }
 }

@@ -88,10 +88,12 @@ extension Run {
         }
         let result = await EffectScope.$current.withValue(scope) { await Self.call(operation) }
         // The saves made during the resolution finish (and are recorded) before it is.
-        for (save, task) in spawned.withLock({ $0 }) { try finish(save, await task.value) }
+        let saves = spawned.withLock { $0 }
+        for (save, task) in saves { try finish(save, await task.value) }
+        if !saves.isEmpty { await checkPendingCounts(when: "after step \(index + 1) and the saves made during it") }
         if case .failure(let error) = result, error is ReplayCrash {
             if step.do == .sync { syncResults.append("crashed") }
-            try reopen()
+            try await reopen()
         } else {
             try finish(operation, result)
         }
@@ -139,6 +141,9 @@ extension Run {
             for await (position, result) in group { results[position] = result }
             return results
         }
+        // The calls are done: the badge must show the log's count (appends made at once may
+        // notify out of order).
+        await checkPendingCounts(when: "after the concurrent step \(index + 1)")
         for (operation, result) in zip(prepared, results) {
             do {
                 try finish(operation, result!)

@@ -70,7 +70,9 @@ extension Run {
 
     /// A crash: every in-memory state is dropped and the store reopened (unlocked users stay
     /// unlocked: the app unlocks again on restart).
-    func reopen() throws {
+    func reopen() async throws {
+        // The badge first: what the closing store's pending-count stream said last.
+        await checkPendingCounts(when: "before the store was reopened")
         let unlocked = users.filter { store.isUnlocked(userId: $0.userId) }
         store.close()
         // A new seed per reopen: restarting one sequence would hand out the same ids again
@@ -168,7 +170,7 @@ extension Run {
             guard let n = step.afterEffect, n >= 1 else { throw ReplayError.badStep(index: index, reason: "'crash' needs 'afterEffect' ≥ 1") }
             pendingCrash = n
         case .compact:
-            try compact(step, index: index)
+            try await compact(step, index: index)
         case .concurrently:
             try await performConcurrently(step, index: index)
         case .atEffect:
@@ -182,7 +184,7 @@ extension Run {
         case .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt:
             try await anotherDeviceKeepingFields(step, index: index)
         case .coldStart:
-            try coldStart()
+            try await coldStart()
         case .login:
             for user in users where user.client.tokens == nil {
                 _ = try await user.client.login(email: user.email, password: user.password)
@@ -196,7 +198,7 @@ extension Run {
     /// the snapshot), and so must the pending set from headers. Compaction needs the key: a
     /// locked vault skips it. Every item's history is checked before and after (compactions
     /// come at random points and at the end, when the log holds the whole run).
-    func compact(_ step: ScenarioStep, index: Int) throws {
+    func compact(_ step: ScenarioStep, index: Int) async throws {
         let user = try self.user(step.user, step: index)
         try expectCompleteItemHistories(step: index, when: "before a compaction")
         guard store.isUnlocked(userId: user.userId) else { return }
@@ -205,10 +207,12 @@ extension Run {
         // As of the last event, without touching the store's in-memory projection.
         let before = try store.projection(userId: user.userId, at: store.log.lastSequence())
         let headersBefore = try store.pendingFromHeaders(userId: user.userId).pending
-        let result = try store.compact(userId: user.userId, policy: policy)
+        // The blocking form, as before this function was async.
+        let compactNow = { [store] in try store.compact(userId: user.userId, policy: policy) }
+        let result = try compactNow()
         compactedEvents += result.counts.removedEvents
         try expectSame(before, try store.projection(userId: user.userId), user: user, horizon: result.plan.horizon, step: index, when: "in the same store")
-        try reopen()
+        try await reopen()
         try expectSame(before, try store.projection(userId: user.userId), user: user, horizon: result.plan.horizon, step: index, when: "after a reopen")
         let headersAfter = try store.pendingFromHeaders(userId: user.userId).pending
         guard headersAfter == headersBefore else {
