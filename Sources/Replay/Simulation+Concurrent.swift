@@ -38,15 +38,16 @@ extension Simulation {
         }
     }
 
-    /// `steps` with 2 to 4 self-contained episodes inserted at random points (never between a
-    /// `crash` and the sync it belongs to), from a generator of their own: every other step of
+    /// `steps` with 2 to 4 self-contained episodes inserted at random points of the sequential
+    /// steps (never between a `crash` and the sync it belongs to, nor inside another episode),
+    /// from a generator of their own: every other step of
     /// the seed is what the sequential mode generates. Each episode works on items it creates
     /// (refs `kc0`, `ke1`, …: the letter names the episode), sets the network and the user's lock as it needs them and puts them
     /// back as they were.
     static func insertingEpisodes(into base: [ScenarioStep], seed: UInt64, users: [ScenarioUser]) -> [ScenarioStep] {
         var rng = SplitMix64(seed: seed ^ 0x5EED_C0DE)
         func chance(_ percent: UInt64) -> Bool { rng.next() % 100 < percent }
-        var steps = base
+        var episodes: [(at: Int, steps: [ScenarioStep])] = []
         var serial = 0
         var counter = 0
         func password() -> String {
@@ -54,13 +55,15 @@ extension Simulation {
             return "sentinel-pw-\(seed)-k\(counter)"
         }
         for _ in 0..<(2 + Int(rng.next() % 3)) {
-            var at = Int(rng.next() % UInt64(steps.count + 1))
-            while at > 0, steps[at - 1].do == .crash || steps[at - 1].do == .atEffect { at -= 1 }
+            // A point of the sequential steps (never inside another episode: each one sets the
+            // network, the lock and the session as it needs and puts them back).
+            var at = Int(rng.next() % UInt64(base.count + 1))
+            while at > 0, base[at - 1].do == .crash { at -= 1 }
             let user = users[Int(rng.next() % UInt64(users.count))].ref
             // The state at that point: the network and the user's lock.
             var wasOffline = false
             var wasLocked = false
-            for step in steps[..<at] {
+            for step in base[..<at] {
                 if step.do == .offline || step.do == .online { wasOffline = step.do == .offline }
                 if step.do == .lock || step.do == .unlock, (step.user ?? users[0].ref) == user { wasLocked = step.do == .lock }
             }
@@ -197,6 +200,10 @@ extension Simulation {
             }
             setOffline(wasOffline)
             if wasLocked { episode.append(ScenarioStep(.lock, user: user)) }
+            episodes.append((at, episode))
+        }
+        var steps = base
+        for (at, episode) in episodes.enumerated().sorted(by: { ($0.element.at, $0.offset) > ($1.element.at, $1.offset) }).map(\.element) {
             steps.insert(contentsOf: episode, at: at)
         }
         return steps
