@@ -123,7 +123,37 @@ import Testing
         }
     }
 
+    /// Five offline password changes, another device's later edit (the server copy wins: the
+    /// local version is backed up, effect 1), and a trash move saved right after that backup:
+    /// the run's extra pass for the trash move must not back the same version up again (the
+    /// concurrent mode's seeds 119 and 186).
+    @Test func aTrashMoveAfterTheConflictBackup_makesNoSecondBackup() async throws {
+        var steps: [ScenarioStep] = [ScenarioStep(.offline)]
+        for n in 1...5 { steps.append(ScenarioStep(.update, ref: "bank", item: ScenarioItem(password: "off-\(n)"))) }
+        steps += [ScenarioStep(.anotherDevice, ref: "bank", item: ScenarioItem(notes: "other device")), ScenarioStep(.online),
+                  ScenarioStep(.atEffect, afterEffect: 1, steps: [ScenarioStep(.softDelete, ref: "bank")]),
+                  ScenarioStep(.sync, optional: true), ScenarioStep(.advance, seconds: 60), ScenarioStep(.sync)]
+        let scenario = Self.scenario("trash-after-conflict-backup", server: [ScenarioServerItem(ref: "bank", item: Self.item("Bank", "pw-0"))], steps)
+        let (outcome, violations) = try await Self.run(scenario)
+        #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))\n\(Self.server(outcome))")
+    }
+
     // MARK: 3. Another device's change meets a pending delete
+
+    /// A trash move made online whose new revision could not be read (the GET after it failed),
+    /// then a permanent delete saved offline: no other device touched the item, so the delete
+    /// is applied (the concurrent mode's seed 7; own writes are recognised by revision).
+    @Test func aPermanentDeleteAfterATrashMoveWhoseRevisionWasNotRead_isApplied() async throws {
+        let scenario = Self.scenario("delete-after-unread-trash", server: [ScenarioServerItem(ref: "bank", item: Self.item("Bank", "pw-0"))], [
+            ScenarioStep(.fault, fault: ScenarioFault(failNext: 1, method: "GET", path: "/api/ciphers/{bank}", status: 500)),
+            ScenarioStep(.advance, seconds: 60), ScenarioStep(.softDelete, ref: "bank"), ScenarioStep(.fault, fault: ScenarioFault(clear: true)),
+            ScenarioStep(.offline), ScenarioStep(.advance, seconds: 60), ScenarioStep(.delete, ref: "bank"),
+            ScenarioStep(.online), ScenarioStep(.sync),
+        ])
+        let (outcome, violations) = try await Self.run(scenario)
+        #expect(!Self.server(outcome).contains { $0.name == "Bank" }, "\(Self.server(outcome))")
+        #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")
+    }
 
     enum OtherChange: String, CaseIterable, Sendable { case favorite, move, reencrypt, restore }
 
