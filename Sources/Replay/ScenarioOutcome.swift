@@ -128,10 +128,4 @@ public enum JournalAction: String, Codable, Sendable, CaseIterable {
         case .initial, .create, .update, .softDelete, .delete, .syncApplied: return false
         }
     }
-
-    /// Another device changed the item and kept its encrypted name (the server copy still
-    /// carries the name this device last wrote or read).
-    public var keepsName: Bool {
-        self == .anotherDeviceFavorite || self == .anotherDeviceMove || self == .anotherDeviceRestore
-    }
 }

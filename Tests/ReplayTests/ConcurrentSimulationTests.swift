@@ -125,8 +125,8 @@ import Testing
 
     /// Five offline password changes, another device's later edit (the server copy wins: the
     /// local version is backed up, effect 1), and a trash move saved right after that backup:
-    /// the run's extra pass for the trash move must not back the same version up again (the
-    /// concurrent mode's seeds 119 and 186).
+    /// the run's extra pass for the trash move must not back the same version up again (found
+    /// by `vaultlog simulate --seeds 119 --concurrent`).
     @Test func aTrashMoveAfterTheConflictBackup_makesNoSecondBackup() async throws {
         var steps: [ScenarioStep] = [ScenarioStep(.offline)]
         for n in 1...5 { steps.append(ScenarioStep(.update, ref: "bank", item: ScenarioItem(password: "off-\(n)"))) }
@@ -142,7 +142,8 @@ import Testing
 
     /// A trash move made online whose new revision could not be read (the GET after it failed),
     /// then a permanent delete saved offline: no other device touched the item, so the delete
-    /// is applied (the concurrent mode's seed 7; own writes are recognised by revision).
+    /// is applied (found by `vaultlog simulate --seeds 7 --concurrent`; own writes are
+    /// recognised by revision).
     @Test func aPermanentDeleteAfterATrashMoveWhoseRevisionWasNotRead_isApplied() async throws {
         let scenario = Self.scenario("delete-after-unread-trash", server: [ScenarioServerItem(ref: "bank", item: Self.item("Bank", "pw-0"))], [
             ScenarioStep(.fault, fault: ScenarioFault(failNext: 1, method: "GET", path: "/api/ciphers/{bank}", status: 500)),

@@ -28,7 +28,7 @@ import Darwin
         }
     }
 
-    /// The concurrent mode (`vaultlog simulate --concurrent`): the seeds' scenarios with
+    /// The concurrent mode (`vaultlog simulate --concurrent`): each seed's scenario with
     /// episodes where the library is called from several tasks at once. 100 seeds in `make
     /// test` (`VAULTLOG_SIM_CONCURRENT_SEEDS` changes that), in chunks of 25, one per core.
     /// Interleavings are driven by effect indices; steps run at once may vary in timing, so a
