@@ -132,6 +132,14 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `fault` | `fault` | server fault injection (see ``ScenarioFault``) |
 /// | `crash` | `afterEffect` | the next `sync`/`resolve` crashes right after server effect n (1-based), then the device reopens its store |
 /// | `compact` | `keepDays`, `keepVersions` (defaults 30, 5) | the user's log is compacted under that retention policy, then the device reopens its store; the projection must be the same as before (skipped while the vault is locked) |
+/// | `concurrently` | `steps` | the sub-steps (`sync`, `resolve`, `create`, `update`, `softDelete`, `delete`) run at once (one task each) on the user's one shared resolver; recorded in order afterwards |
+/// | `atEffect` | `afterEffect`, `steps` | the next `sync`/`resolve` runs the sub-steps (saves, `offline`, `online`) right after its n-th server effect, while that resolution waits for each save to return |
+/// | `openView` | `ref`, `view` | a screen reads the item's view (decrypted local copy) and keeps it under the name `view`; an `update` or `softDelete` with `view` saves from it later |
+/// | `anotherDeviceFavorite` / `anotherDeviceMove` | `ref` (`item.folder` for a move) | another device toggles the favourite flag / moves the item to a folder, keeping every encrypted field (the name included) |
+/// | `anotherDeviceRestore` | `ref` | another device restores the item from the trash (`PUT …/restore`) |
+/// | `anotherDeviceReencrypt` | `ref` | another device encrypts the item again with every field unchanged (a new encrypted name) |
+/// | `coldStart` | | the app restarts: in-memory state dropped, store reopened, vaults unlocked from the stored accounts, the device's clients hold no session tokens |
+/// | `login` | | the device's clients log in again (after a `coldStart`) |
 ///
 /// `user` picks the acting user (default: the first); `expectError` (a substring) makes the
 /// step expect a thrown error, e.g. an organization item that is never saved offline;
@@ -150,7 +158,8 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
     public var seconds: Double?
     /// `fault`: the server fault to set up or clear.
     public var fault: ScenarioFault?
-    /// `crash`: the next `sync` or `resolve` crashes right after this server effect (1-based).
+    /// `crash`: the next `sync` or `resolve` crashes right after this server effect (1-based);
+    /// `atEffect`: it runs the step's `steps` there.
     public var afterEffect: Int?
     /// The step must throw an error whose text contains this; a step that succeeds fails the run.
     public var expectError: String?
@@ -161,11 +170,16 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
     public var keepDays: Int?
     /// `compact`: versions kept per item in the snapshot (default 5).
     public var keepVersions: Int?
+    /// `concurrently` and `atEffect`: the sub-steps (not themselves `concurrently` or `atEffect`).
+    public var steps: [ScenarioStep]?
+    /// `openView`: the name the view is kept under; `update` / `softDelete`: save from that view
+    /// (read earlier, perhaps stale) instead of the item's current local copy.
+    public var view: String?
 
     /// A step from its action and arguments; every argument defaults to nil (not given).
     public init(_ action: ScenarioAction, user: String? = nil, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil,
                 fault: ScenarioFault? = nil, afterEffect: Int? = nil, expectError: String? = nil, optional: Bool? = nil,
-                keepDays: Int? = nil, keepVersions: Int? = nil) {
+                keepDays: Int? = nil, keepVersions: Int? = nil, steps: [ScenarioStep]? = nil, view: String? = nil) {
         self.do = action
         self.user = user
         self.ref = ref
@@ -177,6 +191,8 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
         self.optional = optional
         self.keepDays = keepDays
         self.keepVersions = keepVersions
+        self.steps = steps
+        self.view = view
     }
 }
 
@@ -190,6 +206,9 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
     case lock, unlock, sync, resolve, retryDeadLetters
     case fault, crash
     case compact
+    case concurrently, atEffect, openView
+    case anotherDeviceFavorite, anotherDeviceMove, anotherDeviceRestore, anotherDeviceReencrypt
+    case coldStart, login
 
     /// The action's name, as in the file.
     public var description: String { rawValue }
@@ -207,109 +226,6 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
     }
 }
 
-/// A server fault: `failNext` requests matching `method` and `path` answer `status` (the
-/// server does nothing); `dropResponseAfterApply` requests are applied but answered by a
-/// closed connection; `clear` removes every fault.
-public struct ScenarioFault: Codable, Sendable, Equatable {
-    /// How many matching requests (1 to 1,000,000) answer ``status`` without being applied.
-    public var failNext: Int?
-    /// How many matching requests (1 to 1,000,000) are applied, then answered by a closed
-    /// connection. Ignored when ``failNext`` is given.
-    public var dropResponseAfterApply: Int?
-    /// The HTTP method to match; nil matches any.
-    public var method: String?
-    /// The path pattern to match (`*` matches one segment, a trailing `**` the rest); `{ref}` is
-    /// replaced by the item's current id.
-    public var path: String?
-    /// With ``failNext``: the HTTP status to answer, 100 to 599 (default 500).
-    public var status: Int?
-    /// With `failNext`: answer `status` with these raw bytes instead of the server's error body
-    /// (a proxy in front of the server, such as an HTML 403); the request is not applied.
-    public var body: String?
-    /// `true` removes every fault; the other fields are then ignored.
-    public var clear: Bool?
-
-    /// A fault from its fields; every field defaults to nil (not given).
-    public init(failNext: Int? = nil, dropResponseAfterApply: Int? = nil, method: String? = nil, path: String? = nil,
-                status: Int? = nil, body: String? = nil, clear: Bool? = nil) {
-        self.failNext = failNext
-        self.dropResponseAfterApply = dropResponseAfterApply
-        self.method = method
-        self.path = path
-        self.status = status
-        self.body = body
-        self.clear = clear
-    }
-}
-
-/// What must hold at the end. Every part is optional; what is given is compared exactly.
-public struct ScenarioExpectation: Codable, Sendable, Equatable {
-    /// Outcome event names per item ref, in log order (`createPlanned` excluded: it is a plan,
-    /// not an outcome).
-    public var outcomes: [String: [String]]?
-    /// Pending item count per user ref.
-    public var pending: [String: Int]?
-    /// Dead-lettered item refs per user ref.
-    public var deadLetters: [String: [String]]?
-    /// The server's items of each user ref (decrypted), as a multiset: every server item
-    /// matches exactly one expected item; fields not given are not compared.
-    public var server: [String: [ScenarioItemExpectation]]?
-    /// The results of the `sync` steps in order: `applied` or `aborted`.
-    public var syncResults: [String]?
-
-    /// An expectation from its parts; a part left nil is not compared.
-    public init(outcomes: [String: [String]]? = nil, pending: [String: Int]? = nil, deadLetters: [String: [String]]? = nil,
-                server: [String: [ScenarioItemExpectation]]? = nil, syncResults: [String]? = nil) {
-        self.outcomes = outcomes
-        self.pending = pending
-        self.deadLetters = deadLetters
-        self.server = server
-        self.syncResults = syncResults
-    }
-}
-
-/// An expected server item; only the given fields are compared.
-public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStringConvertible {
-    /// The exact name.
-    public var name: String?
-    /// The name must start with this (backups carry a timestamp).
-    public var namePrefix: String?
-    /// The login's password.
-    public var password: String?
-    /// The notes.
-    public var notes: String?
-    /// Passwords of the history, newest first.
-    public var passwordHistory: [String]?
-    /// In the trash.
-    public var deleted: Bool?
-    /// The folder's ref (a `createFolder` step's), when the item is in one.
-    public var folder: String?
-
-    /// An expected item from the fields to compare; every field defaults to nil (not compared).
-    public init(name: String? = nil, namePrefix: String? = nil, password: String? = nil, notes: String? = nil,
-                passwordHistory: [String]? = nil, deleted: Bool? = nil, folder: String? = nil) {
-        self.name = name
-        self.namePrefix = namePrefix
-        self.password = password
-        self.notes = notes
-        self.passwordHistory = passwordHistory
-        self.deleted = deleted
-        self.folder = folder
-    }
-
-    /// The given fields only, as `{name="…", name^="…", password="…", …}`, for mismatch reports.
-    public var description: String {
-        var parts: [String] = []
-        if let name { parts.append("name=\(name.debugDescription)") }
-        if let namePrefix { parts.append("name^=\(namePrefix.debugDescription)") }
-        if let password { parts.append("password=\(password.debugDescription)") }
-        if let notes { parts.append("notes=\(notes.debugDescription)") }
-        if let passwordHistory { parts.append("history=\(passwordHistory)") }
-        if let deleted { parts.append("deleted=\(deleted)") }
-        if let folder { parts.append("folder=\(folder.debugDescription)") }
-        return "{" + parts.joined(separator: ", ") + "}"
-    }
-}
 
 extension Scenario {
     /// Decodes a scenario file, with an error naming the file and the JSON problem.

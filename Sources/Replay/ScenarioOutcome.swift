@@ -35,6 +35,11 @@ public struct ScenarioOutcome: Sendable {
     public var journal: [ScenarioJournalEntry] = []
     /// Events removed by the run's `compact` steps, over all users.
     public var compactedEvents = 0
+    /// What the run itself saw go wrong beyond the journal: a save made while offline that
+    /// the library refused, a pending-count stream that did not end at the log's count, a save
+    /// that could not become durable while a resolution waited for it. One line each, in the
+    /// form of ``Simulation/check(_:)``'s violations.
+    public var runViolations: [String] = []
 
     /// Whether every expectation held (no mismatches).
     public var passed: Bool { mismatches.isEmpty }
@@ -64,6 +69,15 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// `syncApplied`: the refs still pending after the sync, whose local copies it kept (a
     /// sync never replaces an item with pending changes, e.g. one made while locked).
     public var kept: [String]?
+    /// `update`: the fields the save changed (the step's `item`), for the field-change
+    /// invariant; nil in journals written before this was recorded.
+    public var changes: ScenarioItem?
+    /// A save made from a view read earlier (`openView`): the step that read it. Nil: the save
+    /// started from the item's current local copy.
+    public var viewStep: Int?
+    /// Another device's change: true once the server answered it (nil while unknown: a lost
+    /// answer may or may not have applied it).
+    public var applied: Bool?
 
     /// An entry from its fields; `pendingBefore`, `user` and `kept` default to nil (not recorded).
     public init(step: Int, ref: String, action: JournalAction, content: ScenarioItem?, offline: Bool,
@@ -97,7 +111,21 @@ public enum JournalAction: String, Codable, Sendable, CaseIterable {
     case anotherDeviceDelete
     /// A full sync was applied (`kept`: the refs whose pending local copy it kept).
     case syncApplied
+    /// Another device toggled the favourite flag (every encrypted field kept).
+    case anotherDeviceFavorite
+    /// Another device moved the item to another folder (every encrypted field kept).
+    case anotherDeviceMove
+    /// Another device restored the item from the trash.
+    case anotherDeviceRestore
+    /// Another device encrypted the item again, every field unchanged.
+    case anotherDeviceReencrypt
 
     /// Whether another device did it.
-    public var isAnotherDevice: Bool { self == .anotherDevice || self == .anotherDeviceDelete }
+    public var isAnotherDevice: Bool {
+        switch self {
+        case .anotherDevice, .anotherDeviceDelete, .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore,
+             .anotherDeviceReencrypt: return true
+        case .initial, .create, .update, .softDelete, .delete, .syncApplied: return false
+        }
+    }
 }

@@ -59,7 +59,8 @@ extension Run {
                 let view = try cipher.decrypt(userKey: user.userKey)
                 return ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
                                                passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
-                                               deleted: view.deletedDate != nil, folder: folderRef(view.folderId))
+                                               deleted: view.deletedDate != nil, folder: folderRef(view.folderId),
+                                               username: view.login?.username)
             }.sorted { ($0.name ?? "", $0.password ?? "") < ($1.name ?? "", $1.password ?? "") }
         }
         return ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,

@@ -48,30 +48,31 @@ extension Run {
         }
     }
 
-    /// The user's repository; items with pending state are resolved at once by the same
-    /// deterministic resolver a sync uses (without the scheduled crash, which belongs to the next sync).
+    /// The user's repository; items with pending state are resolved at once by the user's
+    /// shared resolver (outside a sync's scope, so a scheduled crash belongs to the next sync).
     func repository(_ user: User) -> VaultRepository {
-        VaultRepository(store: store, userId: user.userId, server: user.client, resolver: resolver(user, crashing: false),
-                        logger: runner.logger)
+        VaultRepository(store: store, userId: user.userId, server: user.client, resolver: resolver(user), logger: runner.logger)
     }
 
-    func resolver(_ user: User, crashing: Bool = true) -> OfflineSyncResolver {
+    /// The user's one resolver on the current store, shared by every sync, resolve and save
+    /// (an app shares one): serial and deterministic, its server reports each effect to the
+    /// ``EffectScope`` of the step running it (a scheduled crash, `atEffect` saves).
+    func resolver(_ user: User) -> OfflineSyncResolver {
+        if let shared = resolvers[user.userId] { return shared }
         var options = ResolverOptions()
         options.concurrency = 1
         options.jitter = 0
-        var server: any CipherServer = user.client
-        if crashing, let crashAt = pendingCrash {
-            let count = Mutex(0)
-            server = EffectObservingServer(user.client) { _ in
-                if count.withLock({ $0 += 1; return $0 }) == crashAt { throw ReplayCrash() }
-            }
-        }
-        return OfflineSyncResolver(store: store, server: server, options: options, logger: runner.logger)
+        let server = EffectObservingServer(user.client) { effect in try await EffectScope.current?.observe(effect) }
+        let resolver = OfflineSyncResolver(store: store, server: server, options: options, logger: runner.logger)
+        resolvers[user.userId] = resolver
+        return resolver
     }
 
     /// A crash: every in-memory state is dropped and the store reopened (unlocked users stay
     /// unlocked: the app unlocks again on restart).
-    func reopen() throws {
+    func reopen() async throws {
+        // The badge first: what the closing store's pending-count stream said last.
+        await checkPendingCounts(when: "before the store was reopened")
         let unlocked = users.filter { store.isUnlocked(userId: $0.userId) }
         store.close()
         // A new seed per reopen: restarting one sequence would hand out the same ids again
@@ -80,6 +81,9 @@ extension Run {
         store = try Self.openStore(storePath, clock: clock, seed: seed &+ 100 &+ UInt64(reopens) &* 7919, realTime: emulator == nil,
                                    logger: runner.logger)
         for user in unlocked { store.unlock(userId: user.userId, userKey: user.userKey) }
+        resolvers = [:]
+        views = [:]
+        subscribeToPendingCounts()
     }
 
     func item(_ step: ScenarioStep, _ index: Int) throws -> ScenarioItem {
@@ -101,8 +105,10 @@ extension Run {
         case .offline:
             // The device's transport points at a closed port; other devices still reach the server.
             for user in users { user.client.setBaseURL(offlineURL) }
+            offline = true
         case .online:
             for user in users { user.client.setBaseURL(serverURL) }
+            offline = false
         case .advance:
             guard let seconds = step.seconds, seconds >= 0, seconds <= Self.maxAdvance else {
                 throw ReplayError.badStep(index: index, reason: "'advance' needs 'seconds' from 0 to \(Int(Self.maxAdvance)) (100 years)")
@@ -113,45 +119,8 @@ extension Run {
             } else {
                 clock.advance(by: seconds)
             }
-        case .create:
-            let user = try self.user(step.user, step: index)
-            let pendingBefore = false
-            let result = try await repository(user).addCipher(Self.view(try resolvingFolder(try item(step, index), step: index)))
-            let cipher: Cipher?
-            switch result {
-            case .online(let c), .savedOffline(let c, _), .resolved(let c, _): cipher = c
-            default: cipher = nil
-            }
-            guard let id = cipher?.id else { throw ReplayError.badStep(index: index, reason: "create returned no item") }
-            refs[try ref(step, index)] = (user.ref, id)
-            journal.append(.init(step: index, ref: step.ref!, action: .create, content: content(Self.view(try resolvingFolder(try item(step, index), step: index))),
-                                 offline: result.isOffline, pendingBefore: pendingBefore, user: user.ref))
-        case .update:
-            let pendingBefore = isPending(try ref(step, index))
-            let (user, id) = try currentId(try ref(step, index), step: index)
-            guard let local = try store.localCipher(userId: user.userId, id: id) else {
-                throw ReplayError.badStep(index: index, reason: "item '\(step.ref!)' is not in the local store")
-            }
-            var view = try local.decrypt(userKey: user.userKey)
-            Self.apply(try resolvingFolder(try item(step, index), step: index), to: &view)
-            let result = try await repository(user).updateCipher(view)
-            journal.append(.init(step: index, ref: step.ref!, action: .update, content: content(view), offline: result.isOffline,
-                                 pendingBefore: pendingBefore, user: user.ref))
-        case .softDelete:
-            let pendingBefore = isPending(try ref(step, index))
-            let (user, id) = try currentId(try ref(step, index), step: index)
-            guard let local = try store.localCipher(userId: user.userId, id: id) else {
-                throw ReplayError.badStep(index: index, reason: "item '\(step.ref!)' is not in the local store")
-            }
-            let result = try await repository(user).softDeleteCipher(try local.decrypt(userKey: user.userKey))
-            journal.append(.init(step: index, ref: step.ref!, action: .softDelete, content: nil, offline: result.isOffline,
-                                 pendingBefore: pendingBefore, user: user.ref))
-        case .delete:
-            let pendingBefore = isPending(try ref(step, index))
-            let (user, id) = try currentId(try ref(step, index), step: index)
-            let result = try await repository(user).deleteCipher(id: id)
-            journal.append(.init(step: index, ref: step.ref!, action: .delete, content: nil, offline: result.isOffline,
-                                 pendingBefore: pendingBefore, user: user.ref))
+        case .create, .update, .softDelete, .delete:
+            try await performOperation(step, index: index)
         case .anotherDevice:
             // A real edit by a second login: read, change, write with lastKnownRevisionDate.
             let (user, id) = try currentId(try ref(step, index), step: index)
@@ -165,12 +134,16 @@ extension Run {
             // Journaled before the request: a lost response may still have applied it.
             journal.append(.init(step: index, ref: step.ref!, action: .anotherDevice, content: content(view), offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
+            let entry = journal.count - 1
             _ = try await user.onOtherDevice { try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate) }
+            journal[entry].applied = true
         case .anotherDeviceDelete:
             let (user, id) = try currentId(try ref(step, index), step: index)
             journal.append(.init(step: index, ref: step.ref!, action: .anotherDeviceDelete, content: nil, offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
+            let entry = journal.count - 1
             try await user.onOtherDevice { try await $0.deleteCipher(id: id) }
+            journal[entry].applied = true
         case .anotherDeviceCreate:
             let user = try self.user(step.user, step: index)
             let encrypted = try Self.view(try item(step, index)).encrypt(userKey: user.userKey, random: random(UInt64(index)))
@@ -186,27 +159,7 @@ extension Run {
             let user = try self.user(step.user, step: index)
             store.unlock(userId: user.userId, userKey: user.userKey)
         case .sync, .resolve:
-            let user = try self.user(step.user, step: index)
-            let crashing = pendingCrash != nil
-            do {
-                if step.do == .sync {
-                    // Forced, as a pull-to-refresh: every sync step fetches the server's items.
-                    let result = try await SyncService(store: store, server: user.client, resolver: resolver(user), logger: runner.logger)
-                        .fetchSync(userId: user.userId, forceSync: true)
-                    syncResults.append(result.isApplied ? "applied" : "aborted")
-                    if result.isApplied {
-                        let kept = refs.filter { $0.value.user == user.ref && isPending($0.key) }.map(\.key).sorted()
-                        journal.append(.init(step: index, ref: "", action: .syncApplied, content: nil, offline: false, user: user.ref,
-                                             kept: kept.isEmpty ? nil : kept))
-                    }
-                } else {
-                    _ = try await resolver(user).processPendingChanges(userId: user.userId)
-                }
-            } catch is ReplayCrash {
-                if step.do == .sync { syncResults.append("crashed") }
-                try reopen()
-            }
-            if crashing { pendingCrash = nil }
+            try await performOperation(step, index: index)
         case .retryDeadLetters:
             let user = try self.user(step.user, step: index)
             try resolver(user).retryDeadLetters(userId: user.userId)
@@ -217,7 +170,25 @@ extension Run {
             guard let n = step.afterEffect, n >= 1 else { throw ReplayError.badStep(index: index, reason: "'crash' needs 'afterEffect' ≥ 1") }
             pendingCrash = n
         case .compact:
-            try compact(step, index: index)
+            try await compact(step, index: index)
+        case .concurrently:
+            try await performConcurrently(step, index: index)
+        case .atEffect:
+            guard let n = step.afterEffect, n >= 1, let steps = step.steps, !steps.isEmpty else {
+                throw ReplayError.badStep(index: index, reason: "'atEffect' needs 'afterEffect' ≥ 1 and 'steps'")
+            }
+            try Self.expectSaves(steps, in: step, index: index)
+            effectPlan = (n, steps, index)
+        case .openView:
+            try openView(step, index: index)
+        case .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt:
+            try await anotherDeviceKeepingFields(step, index: index)
+        case .coldStart:
+            try await coldStart()
+        case .login:
+            for user in users where user.client.tokens == nil {
+                _ = try await user.client.login(email: user.email, password: user.password)
+            }
         }
     }
 
@@ -227,7 +198,7 @@ extension Run {
     /// the snapshot), and so must the pending set from headers. Compaction needs the key: a
     /// locked vault skips it. Every item's history is checked before and after (compactions
     /// come at random points and at the end, when the log holds the whole run).
-    func compact(_ step: ScenarioStep, index: Int) throws {
+    func compact(_ step: ScenarioStep, index: Int) async throws {
         let user = try self.user(step.user, step: index)
         try expectCompleteItemHistories(step: index, when: "before a compaction")
         guard store.isUnlocked(userId: user.userId) else { return }
@@ -236,10 +207,12 @@ extension Run {
         // As of the last event, without touching the store's in-memory projection.
         let before = try store.projection(userId: user.userId, at: store.log.lastSequence())
         let headersBefore = try store.pendingFromHeaders(userId: user.userId).pending
-        let result = try store.compact(userId: user.userId, policy: policy)
+        // The blocking form, as before this function was async.
+        let compactNow = { [store] in try store.compact(userId: user.userId, policy: policy) }
+        let result = try compactNow()
         compactedEvents += result.counts.removedEvents
         try expectSame(before, try store.projection(userId: user.userId), user: user, horizon: result.plan.horizon, step: index, when: "in the same store")
-        try reopen()
+        try await reopen()
         try expectSame(before, try store.projection(userId: user.userId), user: user, horizon: result.plan.horizon, step: index, when: "after a reopen")
         let headersAfter = try store.pendingFromHeaders(userId: user.userId).pending
         guard headersAfter == headersBefore else {

@@ -71,6 +71,21 @@ final class Run: @unchecked Sendable {
     var itemIds: [String: [String]] = [:]
     /// Every item step that succeeded, in order.
     var journal: [ScenarioJournalEntry] = []
+    /// The device is offline (its clients point at the closed port).
+    var offline = false
+    /// One resolver per user id on the current store, shared by syncs, resolves and the
+    /// repository (as an app shares one): its server reports every effect to the scope of
+    /// the step that runs (crashes, `atEffect` saves). Dropped when the store is reopened.
+    var resolvers: [String: OfflineSyncResolver] = [:]
+    /// `atEffect`: the sub-steps the next `sync`/`resolve` runs after its n-th server effect.
+    var effectPlan: (afterEffect: Int, steps: [ScenarioStep], step: Int)?
+    /// Views read by `openView`, by name: the step that read them, the item ref and the view.
+    var views: [String: (step: Int, ref: String, view: CipherView)] = [:]
+    /// Each user id's pending-count stream on the current store (its newest value is checked
+    /// against the log's count at the end).
+    var countStreams: [String: AsyncStream<Int>] = [:]
+    /// What went wrong beyond the journal (see ``ScenarioOutcome/runViolations``).
+    var runViolations: [String] = []
 
     init(scenario: Scenario, runner: ScenarioRunner) async throws {
         self.scenario = scenario
@@ -108,6 +123,7 @@ final class Run: @unchecked Sendable {
             store.unlock(userId: login.userId, userKey: login.userKey)
             users.append(User(ref: user.ref, email: user.email, userId: login.userId, userKey: login.userKey, client: client, other: other, password: user.password))
         }
+        subscribeToPendingCounts()
         for (index, entry) in (scenario.server ?? []).enumerated() {
             let user = try self.user(entry.user, step: -1)
             let encrypted = try Self.view(entry.item).encrypt(userKey: user.userKey, random: random(11 &+ UInt64(index)))

@@ -63,7 +63,7 @@ extension ScenarioRunner {
 
     static func specificity(_ e: ScenarioItemExpectation) -> Int {
         [e.name != nil, e.namePrefix != nil, e.password != nil, e.notes != nil, e.passwordHistory != nil, e.deleted != nil,
-         e.folder != nil].filter { $0 }.count
+         e.folder != nil, e.username != nil].filter { $0 }.count
     }
 
     static func matches(_ want: ScenarioItemExpectation, _ got: ScenarioItemExpectation) -> Bool {
@@ -71,6 +71,7 @@ extension ScenarioRunner {
         if let prefix = want.namePrefix, !(got.name ?? "").hasPrefix(prefix) { return false }
         if let password = want.password, got.password != password { return false }
         if let notes = want.notes, got.notes != notes { return false }
+        if let username = want.username, got.username != username { return false }
         if let history = want.passwordHistory, got.passwordHistory ?? [] != history { return false }
         if let deleted = want.deleted, (got.deleted ?? false) != deleted { return false }
         if let folder = want.folder, got.folder != folder { return false }

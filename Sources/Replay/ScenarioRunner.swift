@@ -58,6 +58,7 @@ public struct ScenarioRunner: Sendable {
         let run = try await Run(scenario: scenario, runner: self)
         do {
             try await run.perform()
+            await run.checkPendingCounts()
             let actual = try await run.observe()
             var outcome = ScenarioOutcome(name: scenario.name, mismatches: Self.compare(scenario.expect, actual),
                                           actual: actual, storePath: keepStore ? run.storePath : nil)
@@ -66,6 +67,7 @@ public struct ScenarioRunner: Sendable {
             outcome.serverURL = run.serverURL
             outcome.journal = run.journal
             outcome.compactedEvents = run.compactedEvents
+            outcome.runViolations = run.runViolations
             if keepServerRunning { outcome.runningServer = run.emulator }
             await run.finish(stopServer: !keepServerRunning)
             return outcome

@@ -24,9 +24,14 @@ extension Simulation {
     ///    pending batch of four or more password changes to an item the server had before);
     ///    password-overflow copies only after six or more; never for a create chain; no two
     ///    identical server items;
-    /// 5. nothing pending and nothing dead-lettered at the end.
+    /// 5. nothing pending and nothing dead-lettered at the end;
+    ///
+    /// and those of ``fieldAndDeleteViolations(journal:server:)`` (3, second half, and 9), plus
+    /// what the run saw itself (``ScenarioOutcome/runViolations``: 10, an offline save refused;
+    /// 11, a pending-count stream that did not end at the log's count).
     public static func check(_ outcome: ScenarioOutcome) -> [String] {
         check(journal: outcome.journal, pending: outcome.actual.pending ?? [:], server: outcome.actual.server ?? [:])
+            + outcome.runViolations
     }
 
     /// The same checks on parts observed separately: what the user and other devices did
@@ -108,7 +113,8 @@ extension Simulation {
                    serverItems.contains(where: { $0.name == name }) {
                     violations.append("invariant 3: \(ref): permanently deleted by the user, but the server still has it")
                 }
-            case .initial, .create, .update, .anotherDevice, .anotherDeviceDelete, .syncApplied:
+            case .initial, .create, .update, .anotherDevice, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
+                 .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt:
                 if let content = last.content, !touchedAfter, !holds(content) {
                     violations.append("invariant 2: \(ref): the last saved version (\(content.password ?? "-"), \(content.notes ?? "-")) is not on the server")
                 }
@@ -161,7 +167,10 @@ extension Simulation {
             let backups = copies.count - overflows.count
             let touched = !other.isEmpty
             let softConflict = batches.contains { !$0.isCreate && $0.passwordChanges >= 4 }
-            if backups > 0, !touched, !softConflict {
+            // A save from a stale view that changed a field a later save had changed too keeps
+            // the older value as a backup (the merge rule of `Docs/Resolution.md`).
+            let staleSave = own.contains { $0.viewStep != nil }
+            if backups > 0, !touched, !softConflict, !staleSave {
                 violations.append("invariant 4: \(ref): \(backups) backup(s) on the server, but no other device touched it and no batch had 4 password changes \(batches.map { ($0.isCreate ? "create " : "") + "\($0.passwordChanges)" })")
             }
             if !overflows.isEmpty, !touched, !batches.contains(where: { $0.passwordChanges >= 6 }) {
@@ -176,6 +185,6 @@ extension Simulation {
         for (key, count) in seen.sorted(by: { $0.key < $1.key }) where count > 1 {
             violations.append("invariant 4: \(count) identical server items \(key)")
         }
-        return violations
+        return violations + fieldAndDeleteViolations(journal: journal, server: server)
     }
 }

@@ -8,8 +8,10 @@ extension Simulation {
 
     /// Runs one seed: the scenario, the invariant checks, and the store's integrity (verify
     /// with the key) and plaintext scan (no typed password in any file of the store).
-    public static func run(seed: UInt64, operations: Int = 40) async throws -> [String] {
-        try await run(Self.scenario(seed: seed, operations: operations))
+    /// With `concurrent`, the seed's scenario of the concurrent mode (its interleavings are
+    /// driven by effect indices, but runs at once may vary in timing).
+    public static func run(seed: UInt64, operations: Int = 40, concurrent: Bool = false) async throws -> [String] {
+        try await run(Self.scenario(seed: seed, operations: operations, concurrent: concurrent))
     }
 
     /// Runs `scenario` (a generated one, saved with `--save` and perhaps cut down) and checks

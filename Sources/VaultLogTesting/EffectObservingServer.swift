@@ -30,7 +30,10 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
 /// This is how tests inject crashes into a resolution: `afterEffect` throws a
 /// ``ResolutionInterruption``, and the resolver stops exactly where a process killed right after
 /// the server acted would stop, with the effect on the server and its outcome not yet recorded.
-/// Observation works the same way (`vaultlog resolve-worker` prints every effect).
+/// Observation works the same way (`vaultlog resolve-worker` prints every effect). The hook
+/// is async: it may also run the user's saves right after an effect while the resolution that
+/// made it waits (the scenario runner's `atEffect` step), so a save can meet a resolution in
+/// flight at a chosen point, deterministically.
 ///
 /// ```swift
 /// struct Crash: ResolutionInterruption {}
@@ -40,11 +43,13 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
 public struct EffectObservingServer: CipherServer {
     /// The server the calls go to.
     public let base: any CipherServer
-    /// Called after each create, update, trash move and delete that succeeded.
-    public let afterEffect: @Sendable (ServerEffect) throws -> Void
+    /// Called after each create, update, trash move and delete that succeeded, before its
+    /// answer reaches the caller (which waits for it).
+    public let afterEffect: @Sendable (ServerEffect) async throws -> Void
 
-    /// Wraps `base`, calling `afterEffect` after each effect on the server.
-    public init(_ base: any CipherServer, afterEffect: @escaping @Sendable (ServerEffect) throws -> Void) {
+    /// Wraps `base`, calling `afterEffect` after each effect on the server (a synchronous
+    /// closure works too).
+    public init(_ base: any CipherServer, afterEffect: @escaping @Sendable (ServerEffect) async throws -> Void) {
         self.base = base
         self.afterEffect = afterEffect
     }
@@ -56,7 +61,7 @@ public struct EffectObservingServer: CipherServer {
     /// has none); an error `afterEffect` throws replaces the reply.
     public func createCipher(_ cipher: Cipher) async throws -> Cipher {
         let created = try await base.createCipher(cipher)
-        try afterEffect(.created(serverId: created.id ?? "?"))
+        try await afterEffect(.created(serverId: created.id ?? "?"))
         return created
     }
 
@@ -64,20 +69,20 @@ public struct EffectObservingServer: CipherServer {
     /// the reply.
     public func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
         let updated = try await base.updateCipher(cipher, lastKnownRevisionDate: lastKnownRevisionDate)
-        try afterEffect(.updated(cipherId: cipher.id ?? "?"))
+        try await afterEffect(.updated(cipherId: cipher.id ?? "?"))
         return updated
     }
 
     /// Moves the item to the trash on `base`, then reports `.softDeleted`.
     public func softDeleteCipher(id: String) async throws {
         try await base.softDeleteCipher(id: id)
-        try afterEffect(.softDeleted(cipherId: id))
+        try await afterEffect(.softDeleted(cipherId: id))
     }
 
     /// Deletes the item on `base`, then reports `.deleted`.
     public func deleteCipher(id: String) async throws {
         try await base.deleteCipher(id: id)
-        try afterEffect(.deleted(cipherId: id))
+        try await afterEffect(.deleted(cipherId: id))
     }
 
     /// Passed to `base` as is: a read is not an effect.
