@@ -17,6 +17,7 @@ extension OfflineSyncResolver {
             return copy
         }
         let view = try source.decrypt(userKey: run.userKey)
+        if side == .local, let earlier = try recordedLocalBackup(item, holding: view, run: run) { return earlier }
         if side == .local, let earlier = try await adoptEarlierLocalBackup(&item, holding: view, run: run) { return earlier }
         var backup = view.withNewCipherKey(random: store.dependencies.random)
         backup.id = nil
@@ -55,6 +56,17 @@ extension OfflineSyncResolver {
             adopted.append(found)
         }
         return adopted
+    }
+
+    /// A local backup this change already made of the same content as `view` (recorded under
+    /// another operation's sequence: a trash move saved while the run that made it was in
+    /// flight carries the same edits), so the same version is never backed up twice.
+    func recordedLocalBackup(_ item: Item, holding view: CipherView, run: RunContext) throws -> Cipher? {
+        for step in item.steps where step.type == .backupCreated && step.outcome.purpose == .backup && step.outcome.backupOf == .local {
+            guard let copy = step.outcome.cipher else { continue }
+            if Self.sameContent(try copy.decrypt(userKey: run.userKey), view) { return copy }
+        }
+        return nil
     }
 
     /// An earlier local backup found on the server that holds the same content as `view`.
