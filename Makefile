@@ -99,10 +99,11 @@ test: deps
 
 # The long reliability runs (make test runs 100 writer kills, 60 resolver kills, 40 compaction
 # kills, 500 seeds): 1,000 SIGKILLs of the writer and of the resolver, 400 of compaction, 60
-# rounds of a compaction racing another process's writer, 10,000 simulation seeds, then each fuzz
-# target; ends with a summary of the figures. Logs in .build-torture/. The seeds run on a
+# rounds of a compaction racing another process's writer, 10,000 simulation seeds and 2,000 of
+# the concurrent mode (calls at once, saves during a run, stale views, another device's
+# name-preserving changes, cold starts), then each fuzz target; ends with a summary of the figures. Logs in .build-torture/. The seeds run on a
 # release build of vaultlog (it also catches release-only faults), one per core. About an hour
-# here from a clean checkout; KILLS, RESOLVER_KILLS, SEEDS, FUZZ_SECONDS scale it.
+# here from a clean checkout; KILLS, RESOLVER_KILLS, SEEDS, CONCURRENT_SEEDS, FUZZ_SECONDS scale it.
 TORTURE_LOGS := .build-torture
 torture: deps
 	$(SWIFT) build --build-tests $(IMPORT_CHECK)
@@ -113,6 +114,7 @@ torture: deps
 	VAULTLOG_COMPACT_KILLS=$${COMPACT_KILLS:-400} $(SWIFT) test --skip-build --filter CompactionKillTests 2>&1 | tee $(TORTURE_LOGS)/compaction-kills.log
 	VAULTLOG_TWO_PROCESS_ROUNDS=$${TWO_PROCESS_ROUNDS:-60} $(SWIFT) test --skip-build --filter TwoProcessTests 2>&1 | tee $(TORTURE_LOGS)/two-process.log
 	$$($(SWIFT) build -c release --show-bin-path)/vaultlog simulate --seeds 1..$${SEEDS:-10000} 2>&1 | tee $(TORTURE_LOGS)/simulation.log
+	$$($(SWIFT) build -c release --show-bin-path)/vaultlog simulate --concurrent --seeds 1..$${CONCURRENT_SEEDS:-2000} 2>&1 | tee $(TORTURE_LOGS)/simulation-concurrent.log
 	$(MAKE) --no-print-directory fuzz 2>&1 | tee $(TORTURE_LOGS)/fuzz.log
 	@echo "== torture summary"
 	@grep -h "^kill test:" $(TORTURE_LOGS)/writer-kills.log
@@ -120,6 +122,7 @@ torture: deps
 	@grep -h "^compaction kills:" $(TORTURE_LOGS)/compaction-kills.log
 	@grep -h "^two-process compaction race:" $(TORTURE_LOGS)/two-process.log
 	@echo "simulation: $$(tail -1 $(TORTURE_LOGS)/simulation.log)"
+	@echo "concurrent simulation: $$(tail -1 $(TORTURE_LOGS)/simulation-concurrent.log)"
 	@grep -h "^fuzz total" $(TORTURE_LOGS)/fuzz.log
 
 # The Bitwarden-compatible emulator on loopback with a demo account (Ctrl-C stops it).
