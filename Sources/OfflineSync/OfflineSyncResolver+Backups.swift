@@ -19,12 +19,7 @@ extension OfflineSyncResolver {
         let view = try source.decrypt(userKey: run.userKey)
         if side == .local, let earlier = try recordedLocalBackup(item, holding: view, run: run) { return earlier }
         if side == .local, let earlier = try await adoptEarlierLocalBackup(&item, holding: view, run: run) { return earlier }
-        var backup = view.withNewCipherKey(random: store.dependencies.random)
-        backup.id = nil
-        backup.name = BackupName.conflict(view.name, at: timestamp)
-        backup.attachments = nil
-        backup.revisionDate = nil
-        backup.creationDate = nil
+        let backup = view.backupCopy(named: BackupName.conflict(view.name, at: timestamp), random: store.dependencies.random)
         let created = try await createOnce(&item, purpose: .backup, payload: try backup.encrypt(userKey: run.userKey, random: store.dependencies.random),
                                            side: side, sourceRevision: sourceRevision, sourceSequence: sourceSequence, run: run)
         var stored = created
@@ -154,12 +149,9 @@ extension OfflineSyncResolver {
         for (number, entries) in parts.enumerated() {
             let part = earlier + number + 1
             let purpose = CreatePurpose.passwordOverflow(part: part)
-            var copy = latestView.withNewCipherKey(random: store.dependencies.random)
-            copy.id = nil
-            copy.name = BackupName.passwordOverflow(latestView.name, at: item.change.updatedAt, part: part, of: earlier + parts.count)
-            copy.attachments = nil
-            copy.revisionDate = nil
-            copy.creationDate = nil
+            var copy = latestView.backupCopy(named: BackupName.passwordOverflow(latestView.name, at: item.change.updatedAt,
+                                                                                part: part, of: earlier + parts.count),
+                                             random: store.dependencies.random)
             copy.passwordHistory = entries
             let created = try await createOnce(&item, purpose: purpose, payload: try copy.encrypt(userKey: run.userKey, random: store.dependencies.random),
                                                sourceSequence: item.latestSequence, run: run)

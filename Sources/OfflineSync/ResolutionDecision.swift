@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 import VaultModel
 
 /// What identifies this device's own writes to an item on the server: never a field another
@@ -130,6 +131,22 @@ public enum DeleteDecision: Equatable, Sendable {
         }
         return .apply(pushEdits: carriesEdits,
                       backupServer: carriesEdits && !createChain && passwordChanges >= softConflictThreshold)
+    }
+}
+
+extension CipherView {
+    /// A copy of this version to keep as a new item named `name`: a fresh per-cipher key, no
+    /// id, revision or creation date (the server assigns them) or attachments (not copied), the
+    /// same folder, password history and trash state. Every backup and password-overflow copy is one.
+    public func backupCopy(named name: String, random: any RandomSource) -> CipherView {
+        var copy = withNewCipherKey(random: random)
+        copy.id = nil
+        copy.name = name
+        copy.attachments = nil
+        copy.revisionDate = nil
+        copy.creationDate = nil
+        copy.localBase = nil
+        return copy
     }
 }
 

@@ -24,14 +24,8 @@ extension VaultRepository {
                     metadata: ["cipher": "\(cipherId)", "conflicts": "\(merge.conflicts)"])
         guard !merge.conflicts.isEmpty else { return merge.merged }
         let losingSince = try store.projection(userId: userId).pending[cipherId]?.updatedAt ?? current.revisionDate ?? now
-        var backup = current.withNewCipherKey(random: store.dependencies.random)
-        backup.id = nil
-        backup.name = BackupName.conflict(current.name, at: losingSince)
-        backup.revisionDate = nil
-        backup.creationDate = nil
+        var backup = current.backupCopy(named: BackupName.conflict(current.name, at: losingSince), random: store.dependencies.random)
         backup.deletedDate = nil
-        backup.attachments = nil
-        backup.localBase = nil
         _ = try await addCipher(backup)
         return merge.merged
     }

@@ -298,15 +298,22 @@ import VaultLogTesting
             return true
         }
 
-        /// A `resolve-worker resolve` that runs beside the killed one on the same store, to its end.
-        func startPartner(binary: String, concurrency: Int) throws -> Partner {
+        /// Starts `resolve-worker resolve` on the store, its output piped.
+        private func launchResolve(binary: String, concurrency: Int) throws -> (Process, Pipe, Pipe) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)", "--settle-ms", "\(ResolverKillTests.settleMilliseconds)"]
+            process.arguments = ["resolve-worker", "resolve", store] + accountArguments
+                + ["--concurrency", "\(concurrency)", "--settle-ms", "\(ResolverKillTests.settleMilliseconds)"]
             let stdout = Pipe(), stderr = Pipe()
             process.standardOutput = stdout
             process.standardError = stderr
             try process.run()
+            return (process, stdout, stderr)
+        }
+
+        /// A `resolve-worker resolve` that runs beside the killed one on the same store, to its end.
+        func startPartner(binary: String, concurrency: Int) throws -> Partner {
+            let (process, stdout, stderr) = try launchResolve(binary: binary, concurrency: concurrency)
             return Partner(process: process, watchdog: Watchdog(process, after: ResolverKillTests.childTimeout),
                            out: StreamReader(stdout.fileHandleForReading), err: StreamReader(stderr.fileHandleForReading))
         }
@@ -314,13 +321,7 @@ import VaultLogTesting
         /// One `resolve-worker resolve`; with `kill`, SIGKILLed that many microseconds after
         /// that moment, unless it finished first.
         func resolve(binary: String, concurrency: Int, kill killing: (moment: KillMoment, microseconds: UInt32)?) throws -> Round {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["resolve-worker", "resolve", store] + accountArguments + ["--concurrency", "\(concurrency)", "--settle-ms", "\(ResolverKillTests.settleMilliseconds)"]
-            let stdout = Pipe(), stderr = Pipe()
-            process.standardOutput = stdout
-            process.standardError = stderr
-            try process.run()
+            let (process, stdout, stderr) = try launchResolve(binary: binary, concurrency: concurrency)
             let watchdog = Watchdog(process, after: ResolverKillTests.childTimeout)
             // stderr drained at once: a full pipe would block the child.
             let errData = StreamReader(stderr.fileHandleForReading)
