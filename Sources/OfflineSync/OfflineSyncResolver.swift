@@ -60,9 +60,7 @@ public final class OfflineSyncResolver: Sendable {
             for _ in 0..<Self.maxExtraPasses {
                 // Asked by a save in this process, or found: a due item with an operation the pass
                 // had not seen (a save in another process, or one that superseded an outcome).
-                let asked = takePassRequest()
-                let found = try hasNewWork(userId: userId, after: seen)
-                guard asked || found else { break }
+                if !takePassRequest(), try !hasNewWork(userId: userId, after: seen) { break }
                 let next = try await resolvePass(userId: userId)
                 report = report.updated(with: next.report)
                 seen = next.seen
