@@ -56,12 +56,20 @@ import VaultLogTesting
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             try process.run()
-            // 30–330 ms: a few kills land at start-up, most in the middle of writes.
-            let delay = 30_000 + killRng.bytes(3).reduce(0) { $0 << 8 | Int($1) } % 300_000
-            usleep(UInt32(delay))
+            // One kill in five lands at start-up (0–60 ms after launch); the others 0–300 ms
+            // after the child's first acknowledgement, i.e. in the middle of writes however slow
+            // the machine is to start a process.
+            let roll = killRng.bytes(3).reduce(0) { $0 << 8 | Int($1) }
+            var head = Data()
+            if roll % 5 == 0 {
+                usleep(UInt32(roll % 60_000))
+            } else {
+                head = Self.readFirstLine(of: output.fileHandleForReading, timeoutMilliseconds: 20_000)
+                usleep(UInt32(roll % 300_000))
+            }
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let text = String(decoding: head + output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             // A line cut by the kill has no newline: only whole lines were acknowledged.
             let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
             let complete = text.hasSuffix("\n") ? lines : lines.dropLast()
@@ -80,6 +88,20 @@ import VaultLogTesting
         }
         print("kill test: \(Self.kills) SIGKILLs survived, \(acked.count) acknowledged edits checked, \(killedMidWork) kills mid-work, lost or torn = \(problems.count)\(problems.isEmpty ? " (all intact)" : ""); \(String(format: "%.1f", Date().timeIntervalSince(start))) s")
         return problems
+    }
+
+    /// Reads from `handle` until a newline arrived, the pipe closed or the time ran out; returns
+    /// the bytes read (the rest of the output is read after the kill).
+    static func readFirstLine(of handle: FileHandle, timeoutMilliseconds: Int32) -> Data {
+        var data = Data()
+        var pollFd = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !data.contains(UInt8(ascii: "\n")), poll(&pollFd, 1, timeoutMilliseconds) > 0 {
+            let count = read(handle.fileDescriptor, &buffer, buffer.count)
+            if count <= 0 { break }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        return data
     }
 
     /// Every acknowledged edit is in the log as acknowledged; the log verifies clean; the local
