@@ -130,7 +130,7 @@ extension OfflineSyncResolver {
             case .softDeleted: own.trashed.append(operation.cipher)
             case .hardDeleted, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
                  .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
-                 .syncAborted, .syncApplied:
+                 .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
                 break
             }
         }

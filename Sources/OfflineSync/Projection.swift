@@ -35,7 +35,8 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
         // event type must be placed in this table before the package compiles.
         case (_, .pushed), (_, .idMapped), (_, .backupCreated), (_, .serverCopyKept), (_, .recreated), (_, .deleteApplied),
              (_, .deleteDropped), (_, .cleanedUp), (_, .resolutionFailed), (_, .resolved), (_, .clearedAfterOnlineSuccess),
-             (_, .retryRequested), (_, .createPlanned), (_, .syncAborted), (_, .syncApplied):
+             (_, .retryRequested), (_, .createPlanned), (_, .changeDiscarded), (_, .syncAborted), (_, .syncApplied),
+             (_, .reportsReviewed):
             return existing.map { .pending($0) } ?? .discard
         }
     }
@@ -241,14 +242,15 @@ public struct Projection: Codable, Sendable, Equatable {
             case .idMapped:
                 if let serverId = outcome.serverId { idMap[id] = serverId }
                 fallthrough
-            case .pushed, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp, .createPlanned:
+            case .pushed, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp, .createPlanned,
+                 .changeDiscarded:
                 pending[id]?.steps.append(ResolutionStep(type: event.type, sequence: event.sequence, outcome: outcome))
             case .syncAborted:
                 lastSyncAbort = outcome
             case .syncApplied:
                 lastSyncAbort = nil
                 lastSyncAppliedAt = outcome.at
-            case .created, .updated, .softDeleted, .hardDeleted:
+            case .created, .updated, .softDeleted, .hardDeleted, .reportsReviewed:
                 break
             }
         }

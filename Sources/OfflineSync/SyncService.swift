@@ -4,32 +4,53 @@ import VaultModel
 
 /// The result of ``SyncService/fetchSync(userId:forceSync:)``.
 public enum SyncResult: Sendable, Equatable {
-    /// The server's items replaced the local store (pending local copies kept).
-    case applied(ciphers: Int, resolution: ResolutionReport?)
-    /// Changes are still pending: the sync was aborted so nothing local is overwritten. The
-    /// reasons are in the log too (`syncAborted`) and in the report.
-    case aborted(pendingCount: Int, reasons: [String], resolution: ResolutionReport?)
-    /// Not forced, and the account has not changed since the last applied sync: nothing fetched.
+    /// The server's items replaced the local store. Items still waiting for the server (in
+    /// `stillPending`: a dead letter, an item backing off, a quarantined one) kept their local
+    /// copies; every other item now matches the server, so one stuck item never keeps the
+    /// other devices' changes away.
+    case applied(ciphers: Int, stillPending: [PendingItemStatus], resolution: ResolutionReport?)
+    /// Nothing was replaced: edits kept arriving while the sync counted and fetched (each
+    /// replace found a newer save). The next sync tries again.
+    case aborted(stillPending: [PendingItemStatus], reason: SyncAbortReason, resolution: ResolutionReport?)
+    /// Not forced, nothing pending, and the account has not changed since the last applied
+    /// sync: nothing fetched.
     case upToDate(resolution: ResolutionReport?)
 
-    /// True when the server's items were applied.
+    /// True when the server's items were applied (with or without items still pending).
     public var isApplied: Bool {
         if case .applied = self { return true }
         return false
     }
 
-    /// True unless the sync was aborted: the local store matches the server.
+    /// True when the local store matches the server and nothing is waiting for it.
     public var isCurrent: Bool {
-        if case .aborted = self { return false }
-        return true
+        switch self {
+        case .applied(_, let pending, _): pending.isEmpty
+        case .aborted: false
+        case .upToDate: true
+        }
+    }
+
+    /// Items still waiting for the server after the sync (empty when it is up to date).
+    public var stillPending: [PendingItemStatus] {
+        switch self {
+        case .applied(_, let pending, _), .aborted(let pending, _, _): pending
+        case .upToDate: []
+        }
     }
 
     /// The resolution run before the sync, if any.
     public var resolution: ResolutionReport? {
         switch self {
-        case .applied(_, let report), .aborted(_, _, let report), .upToDate(let report): report
+        case .applied(_, _, let report), .aborted(_, _, let report), .upToDate(let report): report
         }
     }
+}
+
+/// Why a sync replaced nothing.
+public enum SyncAbortReason: String, Sendable, Equatable {
+    /// Saves kept arriving during the sync (three replaces in a row found a newer save).
+    case editsKeptArriving
 }
 
 /// A full sync that never overwrites a pending local edit (`Docs/Resolution.md`):
@@ -38,17 +59,16 @@ public enum SyncResult: Sendable, Equatable {
 ///    pending items keep their local copies;
 /// 2. pre-count pending items (from the authenticated log: the unsealed pending checkpoint is
 ///    only a hint for a locked vault's badge); if any, resolve them, then count again;
-/// 3. anything still pending → abort, appending `syncAborted` with the count and reasons;
-/// 4. otherwise fetch `/api/sync` and replace the local store, only if the log's last
-///    sequence is still the one seen at the count, checked inside the same write
-///    transaction (closes the race between counting and replacing: an edit saved meanwhile is never overwritten).
+/// 3. fetch `/api/sync` and replace every local item that has nothing pending, only if the
+///    log's last sequence is still the one seen at the count, checked inside the same write
+///    transaction (closes the race between counting and replacing: an edit saved meanwhile is
+///    never overwritten). Items still pending (a dead letter, one backing off) keep their
+///    local copies and are listed in the result: they never keep the other items' changes away.
 ///
 /// ```swift
 /// let sync = SyncService(store: store, server: client, resolver: resolver)
-/// switch try await sync.fetchSync(userId: uid) {
-/// case .applied, .upToDate: break
-/// case .aborted(let count, let reasons, _): show("\(count) changes still pending", reasons)
-/// }
+/// let result = try await sync.fetchSync(userId: uid)
+/// for item in result.stillPending where item.needsDecision { askUser(about: item) }
 /// ```
 public final class SyncService: Sendable {
     /// The device's store, whose local items a sync replaces.
@@ -75,7 +95,8 @@ public final class SyncService: Sendable {
     /// How many times a replace is retried when an edit was appended during the fetch.
     static let maxReplaceAttempts = 3
 
-    /// Resolves pending changes, then syncs unless something is still pending. Like a Bitwarden
+    /// Resolves pending changes, then applies the server's items to every item with nothing
+    /// pending (pending ones keep their local copies and are listed in the result). Like a Bitwarden
     /// client's `needsSync`: with `forceSync` the server's items are always fetched; without it the
     /// fetch is skipped (``SyncResult/upToDate(resolution:)``) when the account's revision date
     /// (`GET /api/accounts/revision-date`) is not newer than the last applied sync. Pending
@@ -85,8 +106,20 @@ public final class SyncService: Sendable {
     /// the store): the resolution step waits for any resolution of the user in progress and
     /// never sends a change twice; the replace is skipped and counted again when anything was
     /// appended since the count, so a save made during the sync is never overwritten.
+    ///
+    /// A cancelled task ends the sync with `CancellationError` (an edit saved offline stays
+    /// saved; a resolution step already recorded stays recorded).
     @discardableResult
     public func fetchSync(userId: String, forceSync: Bool = false) async throws -> SyncResult {
+        do {
+            return try await sync(userId: userId, forceSync: forceSync)
+        } catch where Task.isCancelled && !(error is CancellationError) {
+            // A request cut by the cancellation fails as "unavailable": say what happened.
+            throw CancellationError()
+        }
+    }
+
+    private func sync(userId: String, forceSync: Bool) async throws -> SyncResult {
         let unlocked = store.isUnlocked(userId: userId)
         var report: ResolutionReport?
         // Decisions read the authenticated pending state, never the unsealed pending checkpoint.
@@ -94,25 +127,37 @@ public final class SyncService: Sendable {
             report = try await resolver.processPendingChanges(userId: userId)
         }
         for attempt in 0..<Self.maxReplaceAttempts {
+            try Task.checkCancellation()
             // The last sequence first: the state read after it covers at least that much, and
             // the replace below proceeds only if nothing was appended since.
             let lastSequence = try store.log.lastSequence()
             let remaining = try store.pendingState(userId: userId).count
-            if remaining > 0 && unlocked && flags.resolution {
-                return try await abort(userId: userId, report: report)
-            }
             if attempt == 0, !forceSync, remaining == 0, unlocked, try await upToDate(userId: userId) {
                 return .upToDate(resolution: report)
             }
             let snapshot = try await server.sync()
+            try Task.checkCancellation()
             let event: (type: VaultEventType, body: OutcomeBody)? = unlocked
                 ? (.syncApplied, OutcomeBody(at: BitwardenDate(store.dependencies.now()), pendingCount: remaining)) : nil
             if try await store.replaceCiphers(userId: userId, ciphers: snapshot.ciphers, ifLastSequence: lastSequence, appending: event) {
-                return .applied(ciphers: snapshot.ciphers.count, resolution: report)
+                let pending = try stillPending(userId: userId)
+                if !pending.isEmpty {
+                    logger.notice("sync applied; items still pending kept their local copies",
+                                  metadata: ["user": "\(userId)", "pending": "\(pending.count)"])
+                }
+                return .applied(ciphers: snapshot.ciphers.count, stillPending: pending, resolution: report)
             }
             logger.info("an edit was saved during the sync; counting again", metadata: ["user": "\(userId)"])
         }
-        return try await abort(userId: userId, report: report, extra: "edits kept arriving during the sync")
+        return try await abort(userId: userId, report: report)
+    }
+
+    /// The items still pending: with their failures when the vault is unlocked, from headers
+    /// otherwise.
+    private func stillPending(userId: String) throws -> [PendingItemStatus] {
+        store.isUnlocked(userId: userId)
+            ? try store.projection(userId: userId).pendingItems
+            : try store.pendingState(userId: userId).pendingItems
     }
 
     /// Whether the account has not changed since the last applied sync (false when unknown).
@@ -122,26 +167,13 @@ public final class SyncService: Sendable {
         return revision <= last.date
     }
 
-    private func abort(userId: String, report: ResolutionReport?, extra: String? = nil) async throws -> SyncResult {
-        guard store.isUnlocked(userId: userId) else {
-            // Locked: no key to read the reasons or seal an event; headers still give the count.
-            let count = try store.pendingCount(userId: userId)
-            return .aborted(pendingCount: count, reasons: [extra ?? "\(count) changes pending"], resolution: report)
+    private func abort(userId: String, report: ResolutionReport?) async throws -> SyncResult {
+        let pending = try stillPending(userId: userId)
+        if store.isUnlocked(userId: userId) {
+            try await store.append(userId: userId, cipherId: "", type: .syncAborted, body: .outcome(OutcomeBody(
+                at: BitwardenDate(store.dependencies.now()), reason: "edits kept arriving during the sync", pendingCount: pending.count)))
         }
-        let projection = try store.projection(userId: userId)
-        let pending = projection.pending.values.sorted { $0.cipherId < $1.cipherId }
-        var reasons = pending.map { change -> String in
-            var text = "\(change.cipherId): \(change.changeType.rawValue) pending"
-            if let reason = projection.quarantined?[change.cipherId] { text += ", quarantined (\(reason))" }
-            if change.isDeadLetter { text += ", dead letter after \(change.attempts) attempts" }
-            else if let next = change.nextRetryAt { text += ", retry at \(next)" }
-            if let error = change.lastError { text += " (\(error))" }
-            return text
-        }
-        if let extra { reasons.append(extra) }
-        try await store.append(userId: userId, cipherId: "", type: .syncAborted, body: .outcome(OutcomeBody(
-            at: BitwardenDate(store.dependencies.now()), reason: reasons.joined(separator: "; "), pendingCount: pending.count)))
-        logger.notice("sync aborted: changes still pending", metadata: ["user": "\(userId)", "pending": "\(pending.count)"])
-        return .aborted(pendingCount: pending.count, reasons: reasons, resolution: report)
+        logger.notice("sync aborted: edits kept arriving", metadata: ["user": "\(userId)", "pending": "\(pending.count)"])
+        return .aborted(stillPending: pending, reason: .editsKeptArriving, resolution: report)
     }
 }

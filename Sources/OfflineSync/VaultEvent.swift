@@ -44,10 +44,17 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// backup); body has the exact encrypted payload and its unique `marker` (the encrypted
     /// name string), so a retry after an uncertain failure finds the copy instead of posting twice.
     case createPlanned = 112
+    /// The user discarded the item's pending change (a dead letter): the server's version wins
+    /// locally. Body has the server's copy, or none when the server does not hold the item. The
+    /// discarded version stays in the log (history, export).
+    case changeDiscarded = 113
     /// A sync was aborted because changes are still pending (user-level; body has count and reasons).
     case syncAborted = 200
     /// A full sync replaced the local store (user-level).
     case syncApplied = 201
+    /// The app marked the resolution reports up to a sequence as reviewed (user-level; body's
+    /// `sourceSequence`), so every process on the store agrees on what is new.
+    case reportsReviewed = 202
 
     /// What an event type records.
     public enum Kind: Sendable, Equatable {
@@ -66,9 +73,9 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .created, .updated, .softDeleted, .hardDeleted:
             .operation
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
-             .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned:
+             .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned, .changeDiscarded:
             .outcome
-        case .syncAborted, .syncApplied:
+        case .syncAborted, .syncApplied, .reportsReviewed:
             .userLevel
         }
     }
@@ -96,8 +103,10 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .clearedAfterOnlineSuccess: "clearedAfterOnlineSuccess"
         case .retryRequested: "retryRequested"
         case .createPlanned: "createPlanned"
+        case .changeDiscarded: "changeDiscarded"
         case .syncAborted: "syncAborted"
         case .syncApplied: "syncApplied"
+        case .reportsReviewed: "reportsReviewed"
         }
     }
 

@@ -44,13 +44,15 @@ public enum SaveResult: Sendable, Equatable {
         }
     }
 
-    /// True when the operation is still waiting for the server (saved offline), or never
-    /// needed it (discarded locally, nothing to do).
+    /// True when the operation is saved on this device and still waiting for the server: saved
+    /// offline, or resolved at once but not settled (the server could not be reached, or a newer
+    /// save is pending). False when the server has it, and for ``discardedLocally(sequence:)``
+    /// and ``noOp`` (nothing waits).
     public var isOffline: Bool {
         switch self {
-        case .online: return false
+        case .online, .discardedLocally, .noOp: return false
         case .resolved(_, let report): return !report.isSettled
-        case .savedOffline, .discardedLocally, .noOp: return true
+        case .savedOffline: return true
         }
     }
 }

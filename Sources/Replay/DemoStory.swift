@@ -122,7 +122,7 @@ public enum DemoStory {
                 case .cleanedUp: text = "already gone on the server; cleaned up"
                 case .resolutionFailed: text = "attempt \(body.attempt ?? 0) failed: \(body.reason ?? "")"
                 case .created, .updated, .softDeleted, .hardDeleted, .resolved, .clearedAfterOnlineSuccess, .retryRequested,
-                     .createPlanned, .syncAborted, .syncApplied:
+                     .createPlanned, .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
                     text = nil
                 }
                 if let text { lines.append("    seq \(event.sequence): \(text)") }

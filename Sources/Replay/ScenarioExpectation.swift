@@ -47,7 +47,8 @@ public struct ScenarioExpectation: Codable, Sendable, Equatable {
     /// The server's items of each user ref (decrypted), as a multiset: every server item
     /// matches exactly one expected item; fields not given are not compared.
     public var server: [String: [ScenarioItemExpectation]]?
-    /// The results of the `sync` steps in order: `applied` or `aborted`.
+    /// The results of the `sync` steps in order: `applied`, `partial` (applied with items still
+    /// pending), `aborted` or `crashed`.
     public var syncResults: [String]?
 
     /// An expectation from its parts; a part left nil is not compared.

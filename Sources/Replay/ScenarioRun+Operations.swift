@@ -248,7 +248,7 @@ extension Run {
                     throw ReplayError.badStep(index: index, reason: "create returned no item")
                 }
                 refs[ref] = (user.ref, id)
-                journal.append(.init(step: index, ref: ref, action: .create, content: content(view), offline: result.isOffline,
+                journal.append(.init(step: index, ref: ref, action: .create, content: content(view), offline: Self.leftNothingOnServer(result),
                                      pendingBefore: false, user: user.ref))
             }
         case .update:
@@ -269,7 +269,7 @@ extension Run {
             return operation(user, { .saved(try await repository.updateCipher(view)) }) { [self] outcome in
                 guard case .saved(let result) = outcome else { return }
                 var entry = ScenarioJournalEntry(step: index, ref: ref, action: .update, content: content(intended),
-                                                 offline: result.isOffline, pendingBefore: pendingBefore, user: user.ref)
+                                                 offline: Self.leftNothingOnServer(result), pendingBefore: pendingBefore, user: user.ref)
                 entry.changes = changes
                 entry.viewStep = viewStep
                 journal.append(entry)
@@ -283,7 +283,7 @@ extension Run {
             let repository = repository(user)
             return operation(user, { .saved(try await repository.softDeleteCipher(view)) }) { [self] outcome in
                 guard case .saved(let result) = outcome else { return }
-                journal.append(.init(step: index, ref: ref, action: .softDelete, content: nil, offline: result.isOffline,
+                journal.append(.init(step: index, ref: ref, action: .softDelete, content: nil, offline: Self.leftNothingOnServer(result),
                                      pendingBefore: pendingBefore, user: user.ref))
             }
         case .delete:
@@ -293,7 +293,7 @@ extension Run {
             let repository = repository(user)
             return operation(user, { .saved(try await repository.deleteCipher(id: id)) }) { [self] outcome in
                 guard case .saved(let result) = outcome else { return }
-                journal.append(.init(step: index, ref: ref, action: .delete, content: nil, offline: result.isOffline,
+                journal.append(.init(step: index, ref: ref, action: .delete, content: nil, offline: Self.leftNothingOnServer(result),
                                      pendingBefore: pendingBefore, user: user.ref))
             }
         case .sync:
@@ -302,7 +302,7 @@ extension Run {
             let service = SyncService(store: store, server: user.client, resolver: resolver(user), logger: runner.logger)
             return operation(user, { .synced(try await service.fetchSync(userId: user.userId, forceSync: true)) }) { [self] outcome in
                 guard case .synced(let result) = outcome else { return }
-                syncResults.append(result.isApplied ? "applied" : "aborted")
+                syncResults.append(Self.syncResultWord(result))
                 if result.isApplied {
                     let kept = refs.filter { $0.value.user == user.ref && isPending($0.key) }.map(\.key).sorted()
                     journal.append(.init(step: index, ref: "", action: .syncApplied, content: nil, offline: false, user: user.ref,
@@ -334,5 +334,26 @@ extension Run {
         }
         guard let local else { throw ReplayError.badStep(index: index, reason: "item '\(ref)' is not in the local store") }
         return (local, nil)
+    }
+}
+
+extension Run {
+    /// The journal's `offline` flag: the operation did not reach the server (saved offline,
+    /// discarded before it ever did, or nothing to do), as the invariants read it.
+    static func leftNothingOnServer(_ result: SaveResult) -> Bool {
+        switch result {
+        case .discardedLocally, .noOp: true
+        case .online, .savedOffline, .resolved: result.isOffline
+        }
+    }
+
+    /// A sync's result in a scenario's `syncResults`: `applied` (nothing left pending),
+    /// `partial` (applied; some items still pending kept their local copies), `aborted`.
+    static func syncResultWord(_ result: SyncResult) -> String {
+        switch result {
+        case .applied(_, let pending, _): pending.isEmpty ? "applied" : "partial"
+        case .upToDate: "applied"
+        case .aborted: "aborted"
+        }
     }
 }

@@ -204,7 +204,7 @@ import VaultLogTesting
         #expect(try h.serverItems(named: "Bank - offline passwords").count == 1)
     }
 
-    @Test func deadLetter_afterMaxAttempts_othersResolve_syncAbortsSayingWhy() async throws {
+    @Test func deadLetter_afterMaxAttempts_othersResolve_syncListsIt() async throws {
         let h = try await H.make()
         let stuck = try await h.seedSynced("Stuck")
         let fine = try await h.seedSynced("Fine")
@@ -222,10 +222,14 @@ import VaultLogTesting
         #expect(pending.isDeadLetter)
         #expect(try resolver.status(userId: h.userId).map(\.cipherId) == [stuck.id!])
         let result = try await h.syncService { $0.maxAttempts = 3 }.fetchSync(userId: h.userId)
-        guard case .aborted(let count, let reasons, _) = result else { Issue.record("expected an abort, got \(result)"); return }
-        #expect(count == 1)
-        #expect(reasons.joined().contains("dead letter"))
-        #expect(try h.allEventTypes().last == .syncAborted)
+        // Applied around the dead letter, which keeps its local copy and is listed for a decision.
+        #expect(result.isApplied)
+        #expect(result.stillPending.map(\.cipherId) == [stuck.id!])
+        #expect(result.stillPending.first?.state == .deadLetter(attempts: 3))
+        #expect(result.stillPending.first?.needsDecision == true)
+        #expect(result.stillPending.first?.lastError?.contains("HTTP 500") == true, "\(result.stillPending)")
+        #expect(try h.local(stuck.id!)?.login?.password == "s-1")
+        #expect(try h.allEventTypes().last == .syncApplied)
         // Retried on demand, it resolves once the server answers.
         h.clearFaults()
         try resolver.retryDeadLetters(userId: h.userId)

@@ -51,29 +51,31 @@ import VaultLogTesting
         _ = try await h.seedSynced("Bank")
         let other = try itemFromAnotherDevice(h)
         let result = try await h.syncService().fetchSync(userId: h.userId)
-        guard case .applied(_, let resolution) = result else { Issue.record("expected applied, got \(result)"); return }
+        guard case .applied(_, _, let resolution) = result else { Issue.record("expected applied, got \(result)"); return }
         #expect(resolution == nil)   // the resolver was not called
         #expect(try h.local(other) != nil)
         #expect(try h.allEventTypes() == [.syncApplied])
     }
 
-    @Test func fetchSync_preSyncResolution_abortsWhenPendingChangesRemain() async throws {
+    /// A pending item that cannot be resolved now keeps its local copy; every other item still
+    /// gets the server's changes (one stuck item never keeps the other devices' changes away).
+    @Test func fetchSync_preSyncResolution_pendingItemKeepsItsCopy_othersArrive() async throws {
         let h = try await H.make()
         let view = try await h.seedSynced("Bank")
         try await h.editOffline(view, password: "mine")
         let other = try itemFromAnotherDevice(h)
         h.failNext(1, "GET", "/api/ciphers/\(view.id!)")
         let result = try await h.syncService().fetchSync(userId: h.userId)
-        guard case .aborted(let count, let reasons, _) = result else { Issue.record("expected an abort, got \(result)"); return }
-        #expect(count == 1)
-        #expect(reasons.first?.contains(view.id!) == true)
-        // Nothing replaced: the other device's item did not arrive, the local edit is intact.
-        #expect(try h.local(other) == nil)
+        guard case .applied(_, let pending, _) = result else { Issue.record("expected applied, got \(result)"); return }
+        #expect(pending.map(\.cipherId) == [view.id!])
+        guard case .retrying = pending.first?.state else { Issue.record("expected a retry time: \(pending)"); return }
+        // The other device's item arrived; the local edit is intact and still pending.
+        #expect(try h.local(other) != nil)
         #expect(try h.local(view.id!)?.login?.password == "mine")
-        let aborted = try #require(try h.store.events(userId: h.userId).last)
-        #expect(aborted.type == .syncAborted)
-        #expect(aborted.outcome?.pendingCount == 1)
-        #expect(try h.store.projection(userId: h.userId).lastSyncAbort?.pendingCount == 1)
+        #expect(try h.pending(view.id!) != nil)
+        let applied = try #require(try h.store.events(userId: h.userId).last)
+        #expect(applied.type == .syncApplied)
+        #expect(applied.outcome?.pendingCount == 1)
     }
 
     @Test func fetchSync_preSyncResolution_resolverThrows_syncFails() async throws {
@@ -115,8 +117,8 @@ import VaultLogTesting
             _ = try await h.editOffline(view, password: "typed during sync")
         }
         let result = try await h.syncService(server: server).fetchSync(userId: h.userId)
-        // The edit made the count non-zero: the retry loop counts again and aborts.
-        guard case .aborted = result else { Issue.record("expected an abort, got \(result)"); return }
+        // The edit made the replace stop; the retry loop counts again and applies around it.
+        #expect(result.stillPending.map(\.cipherId) == [view.id!])
         #expect(try h.local(view.id!)?.login?.password == "typed during sync")
         #expect(try h.pending(view.id!) != nil)
     }

@@ -198,6 +198,13 @@ struct EventRecord: Encodable {
             return "sync aborted: \(out.pendingCount.map(String.init) ?? "some") change(s) still pending" + why
         case .syncApplied:
             return "full sync applied: the server's items replaced the local cache (pending items kept)"
+        case .changeDiscarded:
+            guard let out else { return "the pending change was discarded on request" }
+            return out.cipher == nil
+                ? "the pending change was discarded on request; the server does not hold the item, so it was removed locally"
+                : "the pending change was discarded on request; the server's version replaced the local copy (the discarded version stays in this history)"
+        case .reportsReviewed:
+            return "resolution reports up to seq \(out?.sourceSequence.map(String.init) ?? "?") marked as reviewed"
         }
     }
 }
