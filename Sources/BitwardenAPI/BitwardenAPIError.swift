@@ -55,13 +55,22 @@ public struct BitwardenAPIError: ClassifiedServerError, CustomStringConvertible,
             text += " (" + fields.joined(separator: "; ") + ")"
         }
         switch serverErrorKind {
-        case .unavailable: text += " [server unavailable; the change is kept offline]"
+        case .unavailable where carriesAChange: text += " [server unavailable; the change is kept offline]"
+        case .unavailable: text += " [server unavailable; try again when it can be reached]"
         case .loginRequired: text += " [log in again; pending offline changes are kept]"
         case .staleRevision: text += " [the server copy changed; sync, then merge]"
         case .notFound: text += " [the item no longer exists on the server]"
         case .rejected: text += " [the server rejected the request]"
         }
         return text
+    }
+
+    /// Whether the request would have changed an item (a create, edit, trash move, delete or
+    /// restore): only then is "the change is kept offline" true of a failure to reach the server.
+    var carriesAChange: Bool {
+        let parts = route.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0] != "GET" else { return false }
+        return parts[1].hasPrefix("/api/ciphers")
     }
 
     /// Vaultwarden's 400 messages that mean "no such item for this user".

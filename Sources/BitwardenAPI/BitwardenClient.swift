@@ -25,6 +25,7 @@ public final class BitwardenClient: CipherServer, Sendable {
         var tokens: TokenSet?
         var refresh: (generation: Int, task: Task<TokenSet, any Error>)?
         var generation = 0
+        var tokenObserver: (@Sendable (TokenSet?) -> Void)?
     }
 
     let state: Mutex<State>
@@ -59,8 +60,28 @@ public final class BitwardenClient: CipherServer, Sendable {
     /// The session's tokens, to persist; nil before login.
     public var tokens: TokenSet? { state.withLock { $0.tokens } }
 
-    /// Restores a saved session (or forgets it, with nil).
+    /// Restores a saved session (or forgets it, with nil). The token observer is not called:
+    /// the tokens came from where it saves them.
     public func setTokens(_ tokens: TokenSet?) { state.withLock { $0.tokens = tokens } }
+
+    /// Calls `observer` whenever the session's tokens change by the client's own doing: after
+    /// a login, after every refresh, with nil when a refresh is refused or at ``logout()``. An
+    /// app saves them (in the keychain) so that a relaunch restores the session with
+    /// ``setTokens(_:)`` instead of asking for the master password online. The observer runs on
+    /// the task that changed the tokens: keep it short (hand the work to a task of its own).
+    /// One observer; a new one replaces the previous.
+    public func observeTokens(_ observer: (@Sendable (TokenSet?) -> Void)?) {
+        state.withLock { $0.tokenObserver = observer }
+    }
+
+    /// Sets the session's tokens and tells the observer.
+    func changeTokens(_ tokens: TokenSet?) {
+        let observer = state.withLock { state -> (@Sendable (TokenSet?) -> Void)? in
+            state.tokens = tokens
+            return state.tokenObserver
+        }
+        observer?(tokens)
+    }
 
     // MARK: Login
 
@@ -125,7 +146,7 @@ public final class BitwardenClient: CipherServer, Sendable {
         guard let userId = Self.subject(ofJWT: tokens.accessToken) else {
             throw malformed(route, "the access token is not a JWT with a 'sub' claim")
         }
-        state.withLock { $0.tokens = tokens }
+        changeTokens(tokens)
         logger.debug("bitwarden-api: logged in", metadata: ["user": "\(userId)"])
         return LoginResult(userId: userId, email: email, userKey: userKey, kdf: kdf, salt: salt, protectedUserKey: protectedKey,
                            privateKey: reply.string("PrivateKey").flatMap { try? EncString($0) }, tokens: tokens)
@@ -133,7 +154,7 @@ public final class BitwardenClient: CipherServer, Sendable {
 
     /// Drops the session's tokens (local only).
     public func logout() {
-        state.withLock { $0.tokens = nil }
+        changeTokens(nil)
     }
 
     // MARK: CipherServer
@@ -236,9 +257,12 @@ public final class BitwardenClient: CipherServer, Sendable {
             do {
                 response = try await transport.send(request)
             } catch let failure as HTTPTransportFailure {
+                // Cut by the caller's cancellation: not an outage, and not worth a retry.
+                if Task.isCancelled { throw CancellationError() }
                 throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(failure.message)",
                                         route: route, requestMayHaveArrived: failure.requestMayHaveArrived)
             } catch {
+                if error is CancellationError || Task.isCancelled { throw CancellationError() }
                 // A transport that breaks its contract; whether the request left is unknown.
                 throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(error)", route: route)
             }
@@ -299,7 +323,7 @@ public final class BitwardenClient: CipherServer, Sendable {
                                   contentType: "application/x-www-form-urlencoded; charset=utf-8")
         } catch let error as BitwardenAPIError where error.serverErrorKind != .unavailable {
             // The server answered and refused: the session is gone. Offline edits stay queued.
-            state.withLock { $0.tokens = nil }
+            changeTokens(nil)
             logger.warning("bitwarden-api: token refresh refused; the user must log in again", metadata: ["error": "\(error)"])
             throw BitwardenAPIError(kind: .loginRequired, status: error.status,
                                     message: "the session expired and could not be renewed (\(error.message)); log in again",
@@ -309,7 +333,7 @@ public final class BitwardenClient: CipherServer, Sendable {
             throw malformed(route, "the refresh reply lacks access_token")
         }
         if tokens.refreshToken.isEmpty { tokens.refreshToken = refreshToken }
-        state.withLock { $0.tokens = tokens }
+        changeTokens(tokens)
         logger.debug("bitwarden-api: token refreshed")
         return tokens
     }

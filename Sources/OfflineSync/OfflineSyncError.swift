@@ -36,7 +36,7 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
         case .vaultLocked(let userId):
             return "the vault of user \(userId) is locked: unlock it (master password or user key) and try again"
         case .corruptEvent(let sequence, let reason):
-            return "event \(sequence) is corrupt (\(reason)); run 'vaultlog verify' for a full report"
+            return "event \(sequence) is corrupt (\(reason)); the store file was damaged: an integrity check (VaultLogStore.verify) gives a full report"
         case .missingCipherId:
             return "the item has no id; save it first"
         case .corruptLocalCipher(let cipherId, let reason):

@@ -83,7 +83,7 @@ public final class OfflineSyncResolver: Sendable {
         for (index, change) in ordered.enumerated() {
             if let reason = projection.quarantined?[change.cipherId] {
                 reports[index] = ItemReport(cipherId: change.cipherId, changeType: change.changeType, outcome: .skipped,
-                                            error: "quarantined: \(reason); run 'vaultlog verify'")
+                                            error: "quarantined: \(reason); the store file was damaged (an integrity check gives a full report)")
             } else if !isDue(change, now: now) {
                 reports[index] = ItemReport(cipherId: change.cipherId, changeType: change.changeType,
                                             outcome: .skipped, error: change.lastError, nextRetryAt: change.nextRetryAt)
@@ -158,17 +158,22 @@ public final class OfflineSyncResolver: Sendable {
     }
 
     /// Puts dead-lettered (or backing-off) items back into automatic retries: appends
-    /// `retryRequested` for each (all pending items when `cipherIds` is nil).
+    /// `retryRequested` for each (all pending items when `cipherIds` is nil). Blocks on the
+    /// commit (an fsync): from async code (an app's UI) the async form is chosen.
+    @available(*, noasync, message: "use the async form: this one blocks on the commit")
     public func retryDeadLetters(userId: String, cipherIds: [String]? = nil) throws {
+        let events = try retryEvents(userId: userId, cipherIds: cipherIds)
+        if !events.isEmpty { try store.append(userId: userId, events: events) }
+    }
+
+    /// The `retryRequested` events for ``retryDeadLetters(userId:cipherIds:)``.
+    func retryEvents(userId: String, cipherIds: [String]?) throws -> [VaultLogStore.PlannedEvent] {
         let projection = try store.projection(userId: userId)
-        let targets = projection.pending.values
+        let at = now
+        return projection.pending.values
             .filter { cipherIds?.contains($0.cipherId) ?? ($0.isDeadLetter || $0.nextRetryAt != nil) }
             .sorted { $0.cipherId < $1.cipherId }
-        guard !targets.isEmpty else { return }
-        let at = now
-        try store.append(userId: userId, events: targets.map {
-            .init(cipherId: $0.cipherId, type: .retryRequested, body: .outcome(OutcomeBody(at: at, reason: "retry requested")))
-        })
+            .map { .init(cipherId: $0.cipherId, type: .retryRequested, body: .outcome(OutcomeBody(at: at, reason: "retry requested"))) }
     }
 
     /// Pending items, dead letters and retry times of `userId` (needs the vault unlocked).

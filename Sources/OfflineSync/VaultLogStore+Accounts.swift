@@ -62,8 +62,19 @@ extension VaultLogStore {
     /// Unlocks the stored account of `email` with its master password and returns its user
     /// id. Throws ``OfflineSyncError/unknownAccount(_:)`` when no account of that email is
     /// stored, and `VaultCryptoError.authenticationFailed` for a wrong password.
+    ///
+    /// The key derivation (PBKDF2 or Argon2id, up to a second or more on a phone) runs on a
+    /// thread of its own, never on the caller's; ``unlockBlocking(email:masterPassword:)`` is
+    /// the same on the caller's thread.
     @discardableResult
-    public func unlock(email: String, masterPassword: String) throws -> String {
+    public func unlock(email: String, masterPassword: String) async throws -> String {
+        try await Self.offThread { try self.unlockBlocking(email: email, masterPassword: masterPassword) }
+    }
+
+    /// ``unlock(email:masterPassword:)`` on the caller's thread, which the key derivation
+    /// blocks (a command-line tool, synchronous code).
+    @discardableResult
+    public func unlockBlocking(email: String, masterPassword: String) throws -> String {
         let normalized = email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
         guard let account = try storedAccounts().first(where: { $0.email.lowercased() == normalized }) else {
             throw OfflineSyncError.unknownAccount(email)

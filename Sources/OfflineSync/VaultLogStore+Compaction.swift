@@ -40,25 +40,9 @@ extension VaultLogStore {
     /// Safe beside other callers in this process and in other processes that have the store
     /// open (an app and its extension): each step's write is one transaction like any save,
     /// and a step whose plan another compaction overtook is refused without writing.
-    @discardableResult
-    public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil,
-                        eventsPerTransaction: Int = compactionEventsPerTransaction) throws -> CompactionResult {
-        let now = now ?? dependencies.now()
-        var result: CompactionResult?
-        while true {
-            let (prepared, prepareSeconds) = try timedPreparation(userId: userId, policy: policy, now: now, maxEvents: eventsPerTransaction)
-            guard prepared.plan.horizon != nil else { return result ?? CompactionResult(prepared, prepareSeconds: prepareSeconds) }
-            let key = try keys(userId).sealing
-            let started = ContinuousClock.now
-            let counts = try log.write { try self.writeCompaction(prepared, txn: $0, key: key) }
-            let step = finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
-            result = result.map { $0.then(step) } ?? step
-            guard prepared.reachedLimit else { return result! }
-        }
-    }
-
-    /// `compact(userId:policy:now:eventsPerTransaction:)` with its writes on the store's writer
-    /// thread, for async callers (for example after a successful sync).
+    ///
+    /// The writes commit on the store's writer thread; ``compactBlocking(userId:policy:now:eventsPerTransaction:)``
+    /// is the same on the caller's thread (tools, synchronous code).
     @discardableResult
     public func compact(userId: String, policy: RetentionPolicy = .default, now: Date? = nil,
                         eventsPerTransaction: Int = compactionEventsPerTransaction) async throws -> CompactionResult {
@@ -70,6 +54,26 @@ extension VaultLogStore {
             let key = try keys(userId).sealing
             let started = ContinuousClock.now
             let counts = try await log.writeAsync { try self.writeCompaction(prepared, txn: $0, key: key) }
+            let step = finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
+            result = result.map { $0.then(step) } ?? step
+            guard prepared.reachedLimit else { return result! }
+        }
+    }
+
+    /// ``compact(userId:policy:now:eventsPerTransaction:)`` committing on the caller's thread,
+    /// which it blocks (a command-line tool, synchronous code). Named apart so that async code,
+    /// top-level code included, never picks it by accident.
+    @discardableResult
+    public func compactBlocking(userId: String, policy: RetentionPolicy = .default, now: Date? = nil,
+                        eventsPerTransaction: Int = compactionEventsPerTransaction) throws -> CompactionResult {
+        let now = now ?? dependencies.now()
+        var result: CompactionResult?
+        while true {
+            let (prepared, prepareSeconds) = try timedPreparation(userId: userId, policy: policy, now: now, maxEvents: eventsPerTransaction)
+            guard prepared.plan.horizon != nil else { return result ?? CompactionResult(prepared, prepareSeconds: prepareSeconds) }
+            let key = try keys(userId).sealing
+            let started = ContinuousClock.now
+            let counts = try log.write { try self.writeCompaction(prepared, txn: $0, key: key) }
             let step = finished(CompactionResult(prepared, prepareSeconds: prepareSeconds, counts: counts, writeSeconds: (ContinuousClock.now - started).seconds))
             result = result.map { $0.then(step) } ?? step
             guard prepared.reachedLimit else { return result! }
@@ -219,7 +223,7 @@ extension VaultLogStore {
                         ?? VaultEvent(header: header, plaintext: plaintext)
                 } catch {
                     // The event stays for `verify`, and so does everything after it.
-                    stop = "event \(header.sequence) of item \(header.cipherId) cannot be read (\(error)); it and the events after it stay: run 'vaultlog verify'"
+                    stop = "event \(header.sequence) of item \(header.cipherId) cannot be read (\(error)); it and the events after it stay (an integrity check, VaultLogStore.verify, gives a full report)"
                     break
                 }
                 projection.apply(event)

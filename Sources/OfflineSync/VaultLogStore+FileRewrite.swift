@@ -22,7 +22,19 @@ extension VaultLogStore {
     /// A kill at any point leaves the old store or the new one, both complete: the
     /// compaction's steps each commit whole, the rewrite renames a flushed copy over the file,
     /// and the kernel drops the lock of a killed process.
-    public func compactAndClose(userIds: [String], policy: RetentionPolicy = .default, now: Date? = nil) throws -> (results: [CompactionResult], file: FileCompaction) {
+    ///
+    /// Runs on a thread of its own (the compaction, the copy and its fsyncs block for a while on
+    /// a large store); ``compactAndCloseBlocking(userIds:policy:now:)`` is the same on the
+    /// caller's thread.
+    public func compactAndClose(userIds: [String], policy: RetentionPolicy = .default,
+                                now: Date? = nil) async throws -> (results: [CompactionResult], file: FileCompaction) {
+        try await Self.offThread { try self.compactAndCloseBlocking(userIds: userIds, policy: policy, now: now) }
+    }
+
+    /// ``compactAndClose(userIds:policy:now:)`` on the caller's thread, which it blocks (a
+    /// command-line tool, synchronous code).
+    public func compactAndCloseBlocking(userIds: [String], policy: RetentionPolicy = .default,
+                                        now: Date? = nil) throws -> (results: [CompactionResult], file: FileCompaction) {
         let path = log.path
         let lock: ExclusiveStoreLock
         do {
@@ -34,12 +46,20 @@ extension VaultLogStore {
         defer { lock.release() }
         var results: [CompactionResult] = []
         do {
-            for userId in userIds { results.append(try compact(userId: userId, policy: policy, now: now)) }
+            for userId in userIds { results.append(try compactBlocking(userId: userId, policy: policy, now: now)) }
         } catch {
             close()
             throw error
         }
         close()
         return (results, try EventLogStore.compactFile(at: path, holding: lock))
+    }
+
+    /// Runs `work` on a new thread and resumes with its result: blocking work (a KDF, a file
+    /// rewrite) never holds one of the few threads Swift concurrency runs tasks on.
+    static func offThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+        }
     }
 }

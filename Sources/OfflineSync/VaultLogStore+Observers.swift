@@ -20,9 +20,24 @@ extension VaultLogStore {
     ///
     /// The stream ends when its task is cancelled or the store is closed.
     public func pendingCountUpdates(userId: String) -> AsyncStream<Int> {
-        let subscription = observers.subscribe(userId: userId) { [weak self] in self?.refreshObservers(force: false) }
+        let subscription = observers.subscribe(userId: userId, watching: .pendingCount) { [weak self] in self?.refreshObservers(force: false) }
         refreshObservers(force: true)
         return AsyncStream(unfolding: { await subscription.next() }, onCancel: { subscription.finish() })
+    }
+
+    /// A stream that yields the store's commit id now and after every later commit, made by
+    /// this process or by another process that has the store open: the signal to read state
+    /// again (a sync status, new resolution records). Same watching and delivery rules as
+    /// ``pendingCountUpdates(userId:)``: within about 250 ms for another process's commits,
+    /// never the same commit twice, the newest one to a slow consumer. `userId` names the
+    /// account the consumer reads (commits of other accounts may wake it too).
+    ///
+    /// The stream ends when its task is cancelled or the store is closed.
+    public func commitUpdates(userId: String) -> AsyncStream<UInt64> {
+        let subscription = observers.subscribe(userId: userId, watching: .commit) { [weak self] in self?.refreshObservers(force: false) }
+        refreshObservers(force: true)
+        return AsyncStream(unfolding: { await subscription.next().map { UInt64(bitPattern: Int64($0)) } },
+                           onCancel: { subscription.finish() })
     }
 
     /// After a commit of this process that may change a pending count: refreshes every stream
@@ -78,8 +93,9 @@ final class PendingCountObservers: Sendable {
 
     /// Registers a stream of `userId`'s count and starts the watcher if it is the first;
     /// `poll` is what the watcher runs.
-    func subscribe(userId: String, poll: @escaping @Sendable () -> Void) -> PendingCountSubscription {
-        let subscription = PendingCountSubscription(userId: userId) { [weak self] token in self?.unsubscribe(token) }
+    func subscribe(userId: String, watching: PendingCountSubscription.Watched,
+                   poll: @escaping @Sendable () -> Void) -> PendingCountSubscription {
+        let subscription = PendingCountSubscription(userId: userId, watching: watching) { [weak self] token in self?.unsubscribe(token) }
         let closed = refreshState.withLock { $0.closed }
         guard !closed else {
             subscription.finish()
@@ -125,7 +141,10 @@ final class PendingCountObservers: Sendable {
                 guard force || commit != state.commit else { return }
                 state.commit = commit
                 for stream in streams {
-                    if let count = counts[stream.userId] { stream.offer(count) }
+                    switch stream.watching {
+                    case .pendingCount: if let count = counts[stream.userId] { stream.offer(count) }
+                    case .commit: stream.offer(Int(Int64(bitPattern: commit)))
+                    }
                 }
             } catch {
                 failed(error)
@@ -162,11 +181,20 @@ private final class TimerBox: @unchecked Sendable {
     func stop() { source.cancel() }
 }
 
-/// One pending-count stream: the newest count offered and the last one handed to its
+/// One pending-count (or commit) stream: the newest value offered and the last one handed to its
 /// consumer. The consumer gets a value only when it differs from the last one it got, and
 /// always the newest (a value offered while it was busy replaces the one before).
 final class PendingCountSubscription: Sendable {
+    /// What the stream delivers.
+    enum Watched: Sendable {
+        /// The user's pending count.
+        case pendingCount
+        /// The store's commit id (as bits of an `Int`).
+        case commit
+    }
+
     let userId: String
+    let watching: Watched
     let token = UUID()
 
     private struct State {
@@ -179,8 +207,9 @@ final class PendingCountSubscription: Sendable {
     private let state = Mutex(State())
     private let ended: @Sendable (UUID) -> Void
 
-    init(userId: String, ended: @escaping @Sendable (UUID) -> Void) {
+    init(userId: String, watching: Watched, ended: @escaping @Sendable (UUID) -> Void) {
         self.userId = userId
+        self.watching = watching
         self.ended = ended
     }
 

@@ -21,13 +21,14 @@ extension VaultLogStore {
     /// The resolver decided on the item's versions up to `coveredThrough`. If the log holds an
     /// operation on the item after it (checked inside the write transaction, which LMDB makes
     /// the only one across processes), the events that end the pending state (`resolved`) and
+    /// (and a discard: the user decided on an older version) and
     /// the local changes (which would put the server's copy of an older version over the newer
     /// local one) are left out; the other events (what the server did) are still recorded, so
     /// no step is repeated.
     func appendOutcomes(userId: String, cipherId: String, coveredThrough: UInt64, events: [PlannedEvent],
                         localChanges: [LocalChange]) async throws -> OutcomeAppend {
         let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
-        let finishing = events.map { $0.type == .resolved || $0.type == .clearedAfterOnlineSuccess }
+        let finishing = events.map { [.resolved, .clearedAfterOnlineSuccess, .changeDiscarded].contains($0.type) }
         let result = try await log.writeAsync { txn -> OutcomeAppend in
             let superseded = try Self.hasOperation(txn.reader, userId: userId, cipherId: cipherId, after: coveredThrough)
             var kept: [NewEvent] = []

@@ -63,7 +63,7 @@ public enum RecordedLog {
 
     /// Reads a store as `email` (unlocked with `password`): every event decoded, the projection.
     public static func observe(store: VaultLogStore, email: String, password: String) throws -> Expectation {
-        let userId = try store.unlock(email: email, masterPassword: password)
+        let userId = try store.unlockBlocking(email: email, masterPassword: password)
         let key = try store.userKey(userId: userId)
         let events = try store.events(userId: userId).map { event -> Expectation.Event in
             var e = Expectation.Event(sequence: event.sequence, userId: event.header.userId, cipherId: event.cipherId,

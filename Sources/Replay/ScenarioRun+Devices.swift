@@ -70,7 +70,7 @@ extension Run {
         reopens += 1
         store = try Self.openStore(storePath, clock: clock, seed: seed &+ 100 &+ UInt64(reopens) &* 7919, realTime: emulator == nil,
                                    logger: runner.logger)
-        for user in unlocked { _ = try store.unlock(email: user.email, masterPassword: user.password) }
+        for user in unlocked { _ = try store.unlockBlocking(email: user.email, masterPassword: user.password) }
         for user in users { user.client.logout() }
         resolvers = [:]
         views = [:]

@@ -162,7 +162,7 @@ extension Run {
             try await performOperation(step, index: index)
         case .retryDeadLetters:
             let user = try self.user(step.user, step: index)
-            try resolver(user).retryDeadLetters(userId: user.userId)
+            try await resolver(user).retryDeadLetters(userId: user.userId)
         case .fault:
             guard let fault = step.fault else { throw ReplayError.badStep(index: index, reason: "'fault' needs 'fault'") }
             try applyFault(fault, index: index)
@@ -208,7 +208,7 @@ extension Run {
         let before = try store.projection(userId: user.userId, at: store.log.lastSequence())
         let headersBefore = try store.pendingFromHeaders(userId: user.userId).pending
         // The blocking form, as before this function was async.
-        let compactNow = { [store] in try store.compact(userId: user.userId, policy: policy) }
+        let compactNow = { [store] in try store.compactBlocking(userId: user.userId, policy: policy) }
         let result = try compactNow()
         compactedEvents += result.counts.removedEvents
         try expectSame(before, try store.projection(userId: user.userId), user: user, horizon: result.plan.horizon, step: index, when: "in the same store")

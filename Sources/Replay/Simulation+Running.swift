@@ -46,7 +46,7 @@ extension Simulation {
         let store = try VaultLogStore(path: path)
         var keys: [String: SealingKey] = [:]
         for user in users {
-            let userId = try store.unlock(email: user.email, masterPassword: user.password)
+            let userId = try store.unlockBlocking(email: user.email, masterPassword: user.password)
             keys[userId] = SealingKey(userKey: try store.userKey(userId: userId))
         }
         let report = try store.log.verify(keys: keys)

@@ -121,7 +121,7 @@ struct Compact: ParsableCommand {
                 defer { lock.release() }
                 let result: CompactionResult
                 do {
-                    result = try store.compact(userId: unlocked.userId, policy: policy)
+                    result = try store.compactBlocking(userId: unlocked.userId, policy: policy)
                 } catch {
                     store.close()
                     throw error

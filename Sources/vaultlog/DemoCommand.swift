@@ -125,7 +125,7 @@ struct Demo: AsyncParsableCommand {
         // Tell the story from the log the run left.
         let store = try VaultLogStore(path: storePath)
         defer { store.close() }
-        let userId = try store.unlock(email: email, masterPassword: password)
+        let userId = try store.unlockBlocking(email: email, masterPassword: password)
         let userKey = try store.userKey(userId: userId)
         Console.out("VaultLog demo — \(server == nil ? "embedded emulator" : server!), account \(email)")
         Console.out("Synced 5 items, went offline, edited, came back and synced. What the resolver did:")

@@ -141,7 +141,7 @@ struct ResolveWorker: AsyncParsableCommand {
                 let store = try VaultLogStore(path: directory, options: storeOptions)
                 defer { store.close() }
                 let password = try account.password()
-                let userId = try store.unlock(email: account.email, masterPassword: password)
+                let userId = try store.unlockBlocking(email: account.email, masterPassword: password)
                 var clientConfiguration = BitwardenClientConfiguration.selfHosted(try account.url())
                 clientConfiguration.transport = AsyncHTTPClientTransport(timeout: clientConfiguration.timeout)
                 let client = BitwardenClient(configuration: clientConfiguration)
@@ -180,7 +180,7 @@ struct ResolveWorker: AsyncParsableCommand {
                     }
                     // Items failed in this run or an earlier, killed one wait for their retry
                     // time; the test's faults are one-shot, so they go back into retries now.
-                    try resolver.retryDeadLetters(userId: userId)
+                    try await resolver.retryDeadLetters(userId: userId)
                 }
                 ResolveWorker.say("still pending: \(try store.pendingCount(userId: userId))")
                 throw ExitCode(ExitStatus.problemsFound.rawValue)

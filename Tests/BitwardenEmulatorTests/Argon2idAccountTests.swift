@@ -41,9 +41,9 @@ struct Argon2idAccountTests {
         defer { store.close() }
         try store.saveAccount(StoredAccount(userId: login.userId, email: "argon@example.com", kdf: login.kdf,
                                             protectedUserKey: login.protectedUserKey, salt: login.salt))
-        #expect(try store.unlock(email: "ARGON@example.com", masterPassword: "argon pw") == login.userId)
+        #expect(try store.unlockBlocking(email: "ARGON@example.com", masterPassword: "argon pw") == login.userId)
         #expect(try store.userKey(userId: login.userId) == account.userKey)
-        #expect(throws: VaultCryptoError.authenticationFailed) { try store.unlock(email: "argon@example.com", masterPassword: "wrong") }
+        #expect(throws: VaultCryptoError.authenticationFailed) { try store.unlockBlocking(email: "argon@example.com", masterPassword: "wrong") }
         await emulator.stop()
     }
 

@@ -380,7 +380,7 @@ import VaultLogTesting
             let localIds: Set<String>
             do {
                 defer { vault.close() }
-                let unlocked = try vault.unlock(email: email, masterPassword: password)
+                let unlocked = try vault.unlockBlocking(email: email, masterPassword: password)
                 guard unlocked == userId else { throw Failure(description: "the store's user is \(unlocked), the server's \(userId)") }
                 userKey = try vault.userKey(userId: userId)
                 pending = try vault.projection(userId: userId).pendingCount

@@ -36,7 +36,7 @@ import VaultLogTesting
         store.unlock(userId: HistoryFixture.userId, userKey: fixture.userKey)
         var refusal: (any Error)?
         do {
-            _ = try store.compactAndClose(userIds: [HistoryFixture.userId], policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+            _ = try store.compactAndCloseBlocking(userIds: [HistoryFixture.userId], policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
         } catch {
             refusal = error
         }
@@ -146,7 +146,7 @@ import VaultLogTesting
         let store = try VaultLogStore(path: fixture.store)
         store.unlock(userId: HistoryFixture.userId, userKey: fixture.userKey)
         // Events of the last day stay: the writer's; the fixture's (2026-01-01) go, in small steps.
-        let result = try await store.compact(userId: HistoryFixture.userId, policy: RetentionPolicy(keepDays: 1, keepVersions: 1),
+        let result = try await store.compactBlocking(userId: HistoryFixture.userId, policy: RetentionPolicy(keepDays: 1, keepVersions: 1),
                                        eventsPerTransaction: 100)
         #expect(result.transactions > 5 && result.counts.removedEvents >= 2000, "\(result)")
         store.close()

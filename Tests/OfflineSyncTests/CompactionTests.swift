@@ -65,7 +65,7 @@ import VaultLogTesting
             let keepVersions = Int(rng.next() % 4)
             // In steps of a few events, or in one: each step is a compaction of its own.
             let step = [3, 10, 20_000][Int(rng.next() % 3)]
-            let result = try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: keepDays, keepVersions: keepVersions),
+            let result = try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: keepDays, keepVersions: keepVersions),
                                              eventsPerTransaction: step)
             #expect(result.transactions == (result.counts.removedEvents == 0 ? 0 : (result.counts.removedEvents + step - 1) / step))
             let horizon = try h.store.horizon(userId: h.userId)
@@ -139,7 +139,7 @@ import VaultLogTesting
         let change = try #require(try h.pending("server-Bank"))
         #expect(change.offlinePasswordChangeCount == 7)
         h.clock.advance(by: 86_400)
-        let result = try await h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+        let result = try await h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
         #expect(result.plan.horizon == (try h.store.log.lastSequence()), "nothing holds the horizon back")
         #expect(result.plan.carriedEvents == 7)
         #expect(try h.store.events(userId: h.userId).isEmpty)
@@ -198,7 +198,7 @@ import VaultLogTesting
         let young = try Self.appendResolvedEdits(h, items: 2, editsEach: 3, prefix: "new")
         _ = young
         let oldEvents = 4 * 10 * 2
-        let result = try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 30, keepVersions: 3))
+        let result = try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 30, keepVersions: 3))
         #expect(result.counts.removedEvents == oldEvents)
         #expect(result.plan.retainedEvents == 2 * 3 * 2)
         #expect(result.plan.limitedBy.contains("younger than 30 days"), "\(result.plan.limitedBy)")
@@ -226,7 +226,7 @@ import VaultLogTesting
         _ = try h.store.projection(userId: h.userId)     // cached as of event 8
         try Self.appendPendingEdits(h, count: 4)
         h.clock.advance(by: 86_400)
-        try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+        try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
         let cached = try h.store.projection(userId: h.userId)
         let path = h.dir.path
         h.store.close()
@@ -247,7 +247,7 @@ import VaultLogTesting
         var stale = try h.store.projection(userId: h.userId)
         try Self.appendPendingEdits(h, count: 3)
         h.clock.advance(by: 86_400)
-        try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+        try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
         let key = SealingKey(userKey: h.userKey)
         try h.store.log.write { txn in try h.store.foldTail(into: &stale, reader: txn.reader, key: key) }
         #expect(stale == (try h.store.projection(userId: h.userId, at: try h.store.log.lastSequence())))
@@ -262,7 +262,7 @@ import VaultLogTesting
             let h = try Harness()
             _ = try Self.appendResolvedEdits(h, items: 4, editsEach: 10)
             h.clock.advance(by: 86_400)
-            let result = try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 3), eventsPerTransaction: step)
+            let result = try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 3), eventsPerTransaction: step)
             #expect(result.transactions == (step == 7 ? 12 : 1), "80 events in steps of \(step)")
             #expect(result.counts.removedEvents == 80 && result.plan.currentHorizon == 0 && result.plan.horizon == 80)
             #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
@@ -282,7 +282,7 @@ import VaultLogTesting
             .init(cipherId: "r1", type: .resolved, body: .outcome(OutcomeBody(at: at))),
         ])
         h.clock.advance(by: 86_400)
-        try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 5))
+        try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 5))
         #expect(try h.store.itemsWithKeptVersions(userId: h.userId) == ["r0"])
         #expect(try h.store.events(userId: h.userId).isEmpty)
         #expect(try h.store.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean, "a fully compacted user: the head names the horizon")
@@ -304,7 +304,7 @@ import VaultLogTesting
             ])
         }
         h.clock.advance(by: 86_400)
-        for user in [h.userId, "user-b"] { try h.store.compact(userId: user, policy: RetentionPolicy(keepDays: 0, keepVersions: 1)) }
+        for user in [h.userId, "user-b"] { try h.store.compactBlocking(userId: user, policy: RetentionPolicy(keepDays: 0, keepVersions: 1)) }
         try h.store.logout(userId: h.userId)
         #expect(try h.store.horizon(userId: h.userId) == 0)
         #expect(try h.store.itemsWithKeptVersions(userId: h.userId).isEmpty)
@@ -325,7 +325,7 @@ import VaultLogTesting
             let h = try Harness()
             _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 4)
             h.clock.advance(by: 86_400)
-            try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+            try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
             _ = try Self.appendResolvedEdits(h, items: 1, editsEach: 2, prefix: "after")
             #expect(try h.store.verify(keys: key(h)).isClean)
             let records = try snapshotsDB(h)
@@ -343,7 +343,7 @@ import VaultLogTesting
             let h = try Harness()
             _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 4)
             h.clock.advance(by: 86_400)
-            try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+            try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
             _ = try Self.appendResolvedEdits(h, items: 1, editsEach: 2, prefix: "after")
             let records = try snapshotsDB(h)
             try records.delete(SnapshotRecordKeys.snapshot(h.userId))
@@ -356,13 +356,13 @@ import VaultLogTesting
             let h = try Harness()
             _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 4)
             h.clock.advance(by: 86_400)
-            try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+            try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
             let records = try snapshotsDB(h)
             let itemKey = SnapshotRecordKeys.item(h.userId, "r0")
             let old = try #require(try records.get(itemKey))
             _ = try Self.appendResolvedEdits(h, items: 2, editsEach: 2)
             h.clock.advance(by: 86_400)
-            try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+            try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
             #expect(try h.store.verify(keys: key(h)).isClean)
             try records.put(itemKey, old)
             #expect(try kinds(h).contains(.snapshotMismatch))
@@ -378,7 +378,7 @@ import VaultLogTesting
         let h = try Harness()
         _ = try Self.appendResolvedEdits(h, items: 3, editsEach: 4)
         h.clock.advance(by: 86_400)
-        try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
+        try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 2))
         _ = try Self.appendResolvedEdits(h, items: 3, editsEach: 2, prefix: "s")
         let file = h.dir.path + "/export.jsonl"
         var data = Data()
@@ -411,7 +411,7 @@ import VaultLogTesting
             }
             #expect(try removed.allSatisfy(fileHolds))
             if rewrite {
-                let (results, file) = try h.store.compactAndClose(userIds: [h.userId], policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+                let (results, file) = try h.store.compactAndCloseBlocking(userIds: [h.userId], policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
                 #expect(results.first?.counts.removedEvents == 200)
                 #expect(file.bytesAfter < file.bytesBefore)
                 #expect(try removed.allSatisfy { try !fileHolds($0) }, "no removed ciphertext is left")
@@ -421,7 +421,7 @@ import VaultLogTesting
                 #expect(try reopened.verify(keys: [h.userId: SealingKey(userKey: h.userKey)]).isClean)
                 #expect(try reopened.keptVersions(userId: h.userId, cipherId: "r3").count == 1)
             } else {
-                try h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+                try h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
                 #expect(try removed.contains(where: fileHolds), "the logical compaction alone leaves them in free pages")
             }
         }

@@ -70,7 +70,7 @@ import VaultLogTesting
         #expect(try h.pending(view.id!)?.isDeadLetter == true)
         h.clock.advance(by: 100_000)
         #expect(try await r.processPendingChanges(userId: h.userId).items.map(\.outcome) == [.skipped])
-        try r.retryDeadLetters(userId: h.userId)
+        try await r.retryDeadLetters(userId: h.userId)
         h.server.state.withLock { $0.failures = [] }
         #expect(try await r.processPendingChanges(userId: h.userId).items.map(\.outcome) == [.pushed])
         #expect(try h.store.pendingCount(userId: h.userId) == 0)

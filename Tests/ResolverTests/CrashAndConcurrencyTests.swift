@@ -232,7 +232,7 @@ import VaultLogTesting
         #expect(try h.allEventTypes().last == .syncApplied)
         // Retried on demand, it resolves once the server answers.
         h.clearFaults()
-        try resolver.retryDeadLetters(userId: h.userId)
+        try await resolver.retryDeadLetters(userId: h.userId)
         #expect(try await resolver.processPendingChanges(userId: h.userId).items.map(\.outcome) == [.pushed])
     }
 

@@ -67,7 +67,7 @@ func runCompactionBench(quick: Bool, results: Results) throws {
 
         // The compaction, default policy: plan and write, then the compacting copy.
         var result: CompactionResult?
-        let compactSeconds = try time { result = try store.compact(userId: userId, policy: .default) }
+        let compactSeconds = try time { result = try store.compactBlocking(userId: userId, policy: .default) }
         let writeSeconds = result!.writeSeconds
         store.close()
         var file: FileCompaction?
@@ -89,7 +89,7 @@ func runCompactionBench(quick: Bool, results: Results) throws {
             try store.append(userId: userId, events: edited.flatMap { edit($0, resolved: true) })
             clock.advance(by: 86_400)
             if day % 7 == 0 {
-                let weekly = try store.compact(userId: userId, policy: .default)
+                let weekly = try store.compactBlocking(userId: userId, policy: .default)
                 writeMax = max(writeMax, weekly.writeSeconds)
                 eventsSteady = weekly.plan.retainedEvents
                 sizes.append((day, fileBytes()))
