@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "OfflineSync", targets: ["OfflineSync"]),
         .library(name: "BitwardenAPI", targets: ["BitwardenAPI"]),
+        .library(name: "VaultLogKit", targets: ["VaultLogKit"]),
         .library(name: "BitwardenAPINIO", targets: ["BitwardenAPINIO"]),
         .library(name: "BitwardenEmulator", targets: ["BitwardenEmulator"]),
         .library(name: "Replay", targets: ["Replay"]),
@@ -106,6 +107,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The app's front door: OfflineVault over the store, the client and a token store.
+        .target(
+            name: "VaultLogKit",
+            dependencies: [
+                "OfflineSync", "BitwardenAPI", "EventLog", "LMDB", "VaultCrypto", "VaultModel",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The client's transport on SwiftNIO, for Linux tools and servers (no FoundationNetworking).
         .target(
             name: "BitwardenAPINIO",
@@ -163,6 +172,11 @@ let package = Package(
         .testTarget(
             name: "ResolverTests",
             dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting"]
+        ),
+        // The app façade against the emulator over loopback HTTP, and across two processes.
+        .testTarget(
+            name: "VaultLogKitTests",
+            dependencies: ["VaultLogKit", "OfflineSync", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting"]
         ),
         .testTarget(name: "ReplayTests", dependencies: ["Replay", "EventLog", "OfflineSync", "VaultCrypto"]),
         // Runs the built `vaultlog` binary (next to the test bundle after `swift build --build-tests`)

@@ -54,8 +54,11 @@ extension Error {
     /// limit: a server's reply, or an error of the item itself (it cannot be decrypted or
     /// encoded). A server out of reach is not: a device offline for a day must not
     /// dead-letter its edits.
+    /// A cancelled request (`CancellationError`) is not either: the caller gave up, the server
+    /// said nothing.
     public var countsAsAttempt: Bool {
-        (self as? any ClassifiedServerError)?.serverAnswered ?? true
+        if self is CancellationError { return false }
+        return (self as? any ClassifiedServerError)?.serverAnswered ?? true
     }
 }
 

@@ -1,0 +1,82 @@
+import BitwardenAPI
+import Foundation
+import OfflineSync
+import VaultModel
+
+/// An item as the vault screen lists it: its decrypted content and, when it has changes
+/// waiting for the server, where they stand.
+public struct VaultItem: Sendable, Equatable, Identifiable {
+    /// The decrypted item (its `id` is a temporary one until an item created offline reaches the server).
+    public var view: CipherView
+    /// The item's pending state, or nil when the server has everything.
+    public var pending: PendingItemStatus?
+    /// The item's id.
+    public var id: String { view.id ?? "" }
+}
+
+extension OfflineVault {
+    // MARK: Items
+
+    /// The account's items on this device (the server's copies, and every change saved here),
+    /// trashed ones included (`view.deletedDate`). Reads only: never waits for a save.
+    public func items() throws -> [VaultItem] {
+        do {
+            let userId = try unlockedUser()
+            let key = try store.userKey(userId: userId)
+            let pending = Dictionary(uniqueKeysWithValues: try store.projection(userId: userId).pendingItems.map { ($0.cipherId, $0) })
+            return try store.localCiphers(userId: userId).map { cipher in
+                VaultItem(view: try cipher.decrypt(userKey: key), pending: cipher.id.flatMap { pending[$0] })
+            }
+        } catch {
+            throw VaultError.wrapping(error)
+        }
+    }
+
+    /// Saves an item: a new one when `view.id` is nil, an edit otherwise. Online when the
+    /// server answers, durably on the device when it cannot be reached (the result says
+    /// which). A server refusal throws ``VaultError/Kind/rejected`` and nothing is saved.
+    ///
+    /// Beside other callers: durable when it returns, whatever runs meanwhile (a sync never
+    /// overwrites it); saving from a view read before another save of the item merges the two
+    /// (parts only one changed are both kept; a backup keeps anything else the other changed).
+    @discardableResult
+    public func save(_ view: CipherView) async throws -> SaveResult {
+        try await vaultCall {
+            let repository = try repository()
+            return view.id == nil ? try await repository.addCipher(view) : try await repository.updateCipher(view)
+        }
+    }
+
+    /// Moves an item to the trash (online, or saved on the device).
+    @discardableResult
+    public func trash(_ view: CipherView) async throws -> SaveResult {
+        try await vaultCall { try await repository().softDeleteCipher(view) }
+    }
+
+    /// Deletes an item permanently (online, or saved on the device).
+    @discardableResult
+    public func delete(id: String) async throws -> SaveResult {
+        try await vaultCall { try await repository().deleteCipher(id: id) }
+    }
+
+    /// Restores an item from the trash. Restoring needs the server: offline it throws
+    /// ``VaultError/Kind/offline`` and changes nothing, and an item with changes still waiting
+    /// for the server is refused (``VaultError/Kind/notPossible``) until they are sent.
+    @discardableResult
+    public func restore(id: String) async throws -> CipherView {
+        try await vaultCall {
+            let userId = try unlockedUser()
+            guard try store.pendingState(userId: userId).pending[id] == nil else {
+                throw VaultError(.notPossible, detail: "item \(id) has changes waiting for the server; sync before restoring it")
+            }
+            let restored = try await client.restoreCipher(id: id)
+            try await store.applyLocal([.upsert(restored)], userId: userId)
+            return try restored.decrypt(userKey: store.userKey(userId: userId))
+        }
+    }
+
+    /// The repository of the unlocked user, sharing the vault's resolver.
+    func repository() throws -> VaultRepository {
+        VaultRepository(store: store, userId: try unlockedUser(), server: client, resolver: resolver, logger: logger)
+    }
+}

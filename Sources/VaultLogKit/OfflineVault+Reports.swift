@@ -1,0 +1,125 @@
+import Foundation
+import OfflineSync
+import VaultCrypto
+import VaultModel
+
+/// One resolution record in words for the app's user, with the names decrypted: "Your
+/// offline edit of “Bank” was kept as “Bank - 2026-11-28 …”; the version from another device
+/// stays active."
+public struct ConflictReport: Sendable, Equatable, Identifiable {
+    /// The record it was made from (kind, ids, time, the resolver's reason).
+    public let record: ResolutionRecord
+    /// The item's name (as this device last knew it), when it can be read.
+    public let itemName: String?
+    /// The backup item's name, for the backup and overflow-copy kinds.
+    public let backupName: String?
+
+    /// The record's sequence.
+    public var id: UInt64 { record.sequence }
+
+    /// What happened, in a sentence for the app's user.
+    public var summary: String {
+        let item = itemName.map { "“\($0)”" } ?? "an item"
+        let backup = backupName.map { "“\($0)”" } ?? "a backup item"
+        return switch record.kind {
+        case .serverVersionBackedUp:
+            "\(item) was changed on another device too. Your version is kept; the other version was saved as \(backup)."
+        case .localVersionBackedUp:
+            "\(item) was changed on another device too. That version is kept; yours was saved as \(backup)."
+        case .passwordOverflowCopy:
+            "\(item) had more old passwords than its history holds; the older ones were saved in \(backup)."
+        case .serverVersionKept: "The version of \(item) from another device is kept."
+        case .deleteDropped: "\(item) was changed on another device, so it was not deleted."
+        case .recreated: "\(item) had been deleted on another device; your version was saved again."
+        case .discarded: "Your waiting change to \(item) was discarded; the server's version is kept."
+        case .pushed: "Your change to \(item) is on the server."
+        case .idMapped: "\(item), created on this device, is on the server."
+        case .deleted: "\(item) was deleted on the server."
+        case .alreadyGone: "\(item) was already gone from the server."
+        }
+    }
+}
+
+extension OfflineVault {
+    // MARK: Conflict reports
+
+    /// The reports the app has not marked as reviewed, oldest first: by default only the ones a
+    /// user should hear about (``ResolutionRecord/isConflict``: backups, dropped deletes,
+    /// re-creations, discarded changes); with `includingRoutine`, pushes and deletes too. Read
+    /// from the log, so they survive a relaunch and another process's syncs show here too.
+    public func conflictReports(includingRoutine: Bool = false) throws -> [ConflictReport] {
+        do {
+            let userId = try unlockedUser()
+            let records = try store.unreviewedResolutionRecords(userId: userId).filter { includingRoutine || $0.isConflict }
+            return try reports(records, userId: userId)
+        } catch {
+            throw VaultError.wrapping(error)
+        }
+    }
+
+    /// Every report after `sequence` (reviewed or not), for an app that keeps its own cursor.
+    public func reports(after sequence: UInt64, includingRoutine: Bool = false) throws -> [ConflictReport] {
+        do {
+            let userId = try unlockedUser()
+            return try reports(try store.resolutionRecords(userId: userId, after: sequence).filter { includingRoutine || $0.isConflict },
+                               userId: userId)
+        } catch {
+            throw VaultError.wrapping(error)
+        }
+    }
+
+    /// Marks the reports through `report` (and every one before it) as reviewed, for every
+    /// process on the store and after a relaunch (the mark is an event in the log).
+    public func markReviewed(through report: ConflictReport) async throws {
+        try await vaultCall {
+            try await store.markResolutionRecordsReviewed(userId: try unlockedUser(), through: report.record.sequence)
+        }
+    }
+
+    /// The unreviewed conflict reports now and whenever they change (a sync in this process
+    /// or another, a review mark). Ends when its task is cancelled or the vault closes.
+    public func conflictReportUpdates() -> AsyncStream<[ConflictReport]> {
+        AsyncStream { continuation in
+            guard let userId = self.userId else {
+                continuation.finish()
+                return
+            }
+            let task = Task.detached { [weak self] in
+                var last: [ConflictReport]?
+                for await _ in self?.store.commitUpdates(userId: userId) ?? AsyncStream { $0.finish() } {
+                    guard let self, let reports = (try? self.whileOpen({ try self.conflictReports() })) ?? nil,
+                          reports != last else { continue }
+                    last = reports
+                    continuation.yield(reports)
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The records with names decrypted; an item's name comes from its local copy, else from
+    /// the last version the log holds.
+    private func reports(_ records: [ResolutionRecord], userId: String) throws -> [ConflictReport] {
+        let key = try store.userKey(userId: userId)
+        var names: [String: String?] = [:]
+        func name(of record: ResolutionRecord) -> String? {
+            let id = record.cipherId
+            if let known = names[id] { return known }
+            var found: String?
+            for candidate in [record.serverId, id].compactMap({ $0 }) {
+                if let local = try? store.localCipher(userId: userId, id: candidate), let view = try? local.decrypt(userKey: key) {
+                    found = view.name
+                    break
+                }
+            }
+            if found == nil, let events = try? store.events(userId: userId, cipherId: id),
+               let last = events.last(where: { $0.operation != nil })?.operation {
+                found = try? last.cipher.decrypt(userKey: key).name
+            }
+            names[id] = found
+            return found
+        }
+        return try records.map { ConflictReport(record: $0, itemName: name(of: $0), backupName: try $0.backupName(userKey: key)) }
+    }
+}
