@@ -15,6 +15,7 @@ let package = Package(
         .executableTarget(
             name: "EmbeddingApp",
             dependencies: [
+                .product(name: "VaultLogKit", package: "VaultLog"),
                 .product(name: "OfflineSync", package: "VaultLog"),
                 .product(name: "BitwardenAPI", package: "VaultLog"),
                 .product(name: "VaultModel", package: "VaultLog"),

@@ -13,6 +13,10 @@ public struct ConflictReport: Sendable, Equatable, Identifiable {
     public let itemName: String?
     /// The backup item's name, for the backup and overflow-copy kinds.
     public let backupName: String?
+    /// The last sequence this report stands for (a report of a local backup also stands for
+    /// the "server version kept" record right after it); ``OfflineVault/markReviewed(through:)``
+    /// marks through it.
+    public let coveredThrough: UInt64
 
     /// The record's sequence.
     public var id: UInt64 { record.sequence }
@@ -50,8 +54,8 @@ extension OfflineVault {
     public func conflictReports(includingRoutine: Bool = false) throws -> [ConflictReport] {
         do {
             let userId = try unlockedUser()
-            let records = try store.unreviewedResolutionRecords(userId: userId).filter { includingRoutine || $0.isConflict }
-            return try reports(records, userId: userId)
+            return try reports(Self.selected(try store.unreviewedResolutionRecords(userId: userId), includingRoutine: includingRoutine),
+                               userId: userId)
         } catch {
             throw VaultError.wrapping(error)
         }
@@ -61,7 +65,7 @@ extension OfflineVault {
     public func reports(after sequence: UInt64, includingRoutine: Bool = false) throws -> [ConflictReport] {
         do {
             let userId = try unlockedUser()
-            return try reports(try store.resolutionRecords(userId: userId, after: sequence).filter { includingRoutine || $0.isConflict },
+            return try reports(Self.selected(try store.resolutionRecords(userId: userId, after: sequence), includingRoutine: includingRoutine),
                                userId: userId)
         } catch {
             throw VaultError.wrapping(error)
@@ -72,7 +76,7 @@ extension OfflineVault {
     /// process on the store and after a relaunch (the mark is an event in the log).
     public func markReviewed(through report: ConflictReport) async throws {
         try await vaultCall {
-            try await store.markResolutionRecordsReviewed(userId: try unlockedUser(), through: report.record.sequence)
+            try await store.markResolutionRecordsReviewed(userId: try unlockedUser(), through: report.coveredThrough)
         }
     }
 
@@ -86,7 +90,8 @@ extension OfflineVault {
             }
             let task = Task.detached { [weak self] in
                 var last: [ConflictReport]?
-                for await _ in self?.store.commitUpdates(userId: userId) ?? AsyncStream { $0.finish() } {
+                guard let commits = self?.store.commitUpdates(userId: userId) else { return continuation.finish() }
+                for await _ in commits {
                     guard let self, let reports = (try? self.whileOpen({ try self.conflictReports() })) ?? nil,
                           reports != last else { continue }
                     last = reports
@@ -98,9 +103,26 @@ extension OfflineVault {
         }
     }
 
+    /// The records a report list shows, each with the last sequence it stands for: conflicts
+    /// only unless `includingRoutine`, and no "server version kept" right after the backup of
+    /// the local version that already says so (the backup's report stands for both).
+    static func selected(_ records: [ResolutionRecord], includingRoutine: Bool) -> [(record: ResolutionRecord, through: UInt64)] {
+        var out: [(record: ResolutionRecord, through: UInt64)] = []
+        var lastBackup: [String: Int] = [:]
+        for record in records where includingRoutine || record.isConflict {
+            if !includingRoutine, record.kind == .serverVersionKept, let index = lastBackup.removeValue(forKey: record.cipherId) {
+                out[index].through = record.sequence
+                continue
+            }
+            if record.kind == .localVersionBackedUp { lastBackup[record.cipherId] = out.count }
+            out.append((record, record.sequence))
+        }
+        return out
+    }
+
     /// The records with names decrypted; an item's name comes from its local copy, else from
     /// the last version the log holds.
-    private func reports(_ records: [ResolutionRecord], userId: String) throws -> [ConflictReport] {
+    private func reports(_ records: [(record: ResolutionRecord, through: UInt64)], userId: String) throws -> [ConflictReport] {
         let key = try store.userKey(userId: userId)
         var names: [String: String?] = [:]
         func name(of record: ResolutionRecord) -> String? {
@@ -120,6 +142,9 @@ extension OfflineVault {
             names[id] = found
             return found
         }
-        return try records.map { ConflictReport(record: $0, itemName: name(of: $0), backupName: try $0.backupName(userKey: key)) }
+        return try records.map {
+            ConflictReport(record: $0.record, itemName: name(of: $0.record), backupName: try $0.record.backupName(userKey: key),
+                           coveredThrough: $0.through)
+        }
     }
 }

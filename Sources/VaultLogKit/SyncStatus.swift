@@ -47,3 +47,18 @@ public struct SyncStatus: Sendable, Equatable {
         self.lastSyncedAt = lastSyncedAt
     }
 }
+
+extension SyncStatus.Phase: CustomStringConvertible {
+    /// A short English description ("syncing: sending 2 changes"), for logs.
+    public var description: String {
+        switch self {
+        case .locked: "locked"
+        case .idle: "idle"
+        case .syncing(.sendingChanges(let count)): "syncing: sending \(count) change\(count == 1 ? "" : "s")"
+        case .syncing(.fetching): "syncing: fetching the server's items"
+        case .waitingForNetwork: "waiting for the network"
+        case .needsLogin: "needs login"
+        case .blocked: "blocked: items need a decision"
+        }
+    }
+}

@@ -1,38 +1,40 @@
 import Foundation
 import BitwardenAPI
-import OfflineSync
+import VaultLogKit
 import VaultModel
 
-/// Logs in, opens the device's store, adds an item and edits it (an edit the server cannot
-/// take is saved offline, durably), follows the pending count, and syncs.
-func runEmbeddingExample(server: URL, email: String, masterPassword: String, storeURL: URL) async throws -> SyncResult {
-    let client = BitwardenClient(configuration: .selfHosted(server))
-    let login = try await client.login(email: email, password: masterPassword)
-    let store = try VaultLogStore(directory: storeURL)                 // one per device and process
-    defer { store.close() }
-    try store.saveAccount(StoredAccount(userId: login.userId, email: email, kdf: login.kdf,
-                                        protectedUserKey: login.protectedUserKey))
-    store.unlock(userId: login.userId, userKey: login.userKey)        // offline later: store.unlock(email:masterPassword:)
+/// An app's whole story with one object: log in, save, lose the connection and keep saving,
+/// sync when it is back, and tell the user what happened — a conflict report with the backup's
+/// name and the side kept, and the status as the sync runs. `desktop` is another device that
+/// changes the same item on the server while this one is offline.
+func runEmbeddingExample(server: URL, email: String, masterPassword: String, storeURL: URL,
+                         desktop: @Sendable (String) async throws -> Void) async throws -> [ConflictReport] {
+    let vault = try OfflineVault(directory: storeURL, server: .selfHosted(server),
+                                 tokenStore: InMemoryTokenStore())      // an app: the keychain
+    defer { vault.close() }
+    try await vault.logIn(email: email, masterPassword: masterPassword)  // later launches, offline too: vault.unlock(...)
 
-    let badge = Task {                                                // the app's badge, as it changes
-        for await count in store.pendingCountUpdates(userId: login.userId) { print("pending changes:", count) }
+    let statusPrinter = Task {                                           // the vault screen's banner
+        for await status in vault.statusUpdates() { print("status: \(status.phase), \(status.pendingCount) pending") }
     }
-    defer { badge.cancel() }
+    defer { statusPrinter.cancel() }
 
-    let resolver = OfflineSyncResolver(store: store, server: client)  // one per store, shared
-    let repository = VaultRepository(store: store, userId: login.userId, server: client, resolver: resolver)
-    let added = try await repository.addCipher(
-        CipherView(type: .login, name: "Bank", login: LoginView(username: "alice", password: "first")))
-    guard var item = try added.cipher?.decrypt(userKey: login.userKey) else { throw CancellationError() }
-    item.login?.password = "second"
-    let edit = try await repository.updateCipher(item)                // online; or saved offline; or, when the item
-    print(edit.isOffline ? "saved offline" : "saved on the server")   // had pending changes, appended and resolved
+    var bank = CipherView(type: .login, name: "Bank", login: LoginView(username: "alice", password: "first"))
+    bank = try await vault.save(bank).cipher!.decrypt(userKey: vault.store.userKey(userId: vault.userId!))
 
-    let sync = SyncService(store: store, server: client, resolver: resolver)
-    let result = try await sync.fetchSync(userId: login.userId)       // resolves first; never overwrites pending edits
-    switch result {
-    case .applied, .upToDate: print("in sync")
-    case .aborted(let count, let reasons, _): print("\(count) changes still pending:", reasons)
+    vault.client.setBaseURL(URL(string: "http://127.0.0.1:9")!)          // the phone loses its connection
+    bank.login?.password = "typed offline"
+    let edit = try await vault.save(bank)                                // durable on the device when it returns
+    print(edit.isOffline ? "saved on the device" : "saved on the server")
+    try await desktop(bank.id!)                                          // meanwhile another device changes it too
+    vault.client.setBaseURL(server)                                      // back online
+
+    let result = try await vault.sync()                                  // sends, resolves, then applies the server's items
+    print("sync: \(result.isCurrent ? "up to date" : "\(result.stillPending.count) still pending")")
+    let reports = try vault.conflictReports()                            // from the log: also after a relaunch
+    for report in reports {
+        print("conflict: \(report.summary) [kept: \(report.record.sideKept?.rawValue ?? "-"), backup: \(report.backupName ?? "-")]")
     }
-    return result
+    if let last = reports.last { try await vault.markReviewed(through: last) }
+    return reports
 }
