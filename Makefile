@@ -46,6 +46,12 @@ docs: build
 	docc convert Sources/OfflineSync/OfflineSync.docc --additional-symbol-graph-dir $(DOCS_SYMBOLS) \
 		--fallback-display-name OfflineSync --fallback-bundle-identifier org.vaultlog.OfflineSync \
 		--output-path .build/docs/OfflineSync.doccarchive --warnings-as-errors
+	$(SWIFT) symbolgraph-extract -module-name VaultLogKit -I $$($(SWIFT) build --show-bin-path)/Modules \
+		-Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap -Xcc -fmodule-map-file=Sources/CArgon2/module.modulemap -Xcc -fmodule-map-file=Sources/CLibCrypto/module.modulemap \
+		-target $$(uname -m)-unknown-linux-gnu -minimum-access-level public -output-dir $(DOCS_SYMBOLS)/kit
+	docc convert Sources/VaultLogKit/VaultLogKit.docc --additional-symbol-graph-dir $(DOCS_SYMBOLS)/kit \
+		--fallback-display-name VaultLogKit --fallback-bundle-identifier org.vaultlog.VaultLogKit \
+		--output-path .build/docs/VaultLogKit.doccarchive --warnings-as-errors
 
 # What an app that embeds only the library resolves: Examples/EmbeddingApp depends on the
 # OfflineSync, BitwardenAPI and VaultModel products with the "Tools" trait off. Resolving it

@@ -63,7 +63,7 @@ extension OfflineSyncResolver {
         }
     }
 
-    /// ``retryDeadLetters(userId:cipherIds:)`` from async code: the append commits on the log's
+    /// `retryDeadLetters(userId:cipherIds:)` from async code: the append commits on the log's
     /// writer thread, off the caller's.
     public func retryDeadLetters(userId: String, cipherIds: [String]? = nil) async throws {
         let events = try retryEvents(userId: userId, cipherIds: cipherIds)

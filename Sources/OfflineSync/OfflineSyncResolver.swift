@@ -166,7 +166,7 @@ public final class OfflineSyncResolver: Sendable {
         if !events.isEmpty { try store.append(userId: userId, events: events) }
     }
 
-    /// The `retryRequested` events for ``retryDeadLetters(userId:cipherIds:)``.
+    /// The `retryRequested` events for `retryDeadLetters(userId:cipherIds:)`.
     func retryEvents(userId: String, cipherIds: [String]?) throws -> [VaultLogStore.PlannedEvent] {
         let projection = try store.projection(userId: userId)
         let at = now

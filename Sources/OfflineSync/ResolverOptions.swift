@@ -12,7 +12,7 @@ public struct ResolverOptions: Sendable {
     /// byte-for-byte reproducible.
     public var concurrency = 16
     /// Failed attempts after which an item becomes a dead letter: still pending, reported,
-    /// excluded from automatic retries until ``OfflineSyncResolver/retryDeadLetters(userId:cipherIds:)``.
+    /// excluded from automatic retries until `OfflineSyncResolver.retryDeadLetters(userId:cipherIds:)`.
     public var maxAttempts = 6
     /// Backoff after the n-th failure: `base * 2^(n-1)`, capped at `backoffMax`, plus up to
     /// `jitter` of itself (drawn from the injected randomness, so replays are deterministic).

@@ -9,12 +9,14 @@ import VaultCrypto
 import VaultModel
 
 /// The opened store of one device: the event log, the local vault cache (`ciphers`), and the
-/// unlocked sessions. The entry point the repository, resolver and sync build on.
+/// unlocked sessions. The entry point the repository, resolver and sync build on (an app
+/// usually opens it through `VaultLogKit`'s `OfflineVault`, which builds them all).
 ///
 /// ```swift
-/// let store = try VaultLogStore(path: dir)
-/// try store.unlock(userId: uid, email: email, masterPassword: pw, kdf: .default, protectedUserKey: key)
-/// let repository = VaultRepository(store: store, userId: uid, server: client)
+/// let store = try VaultLogStore(path: dir)                              // one per device and process
+/// let uid = try await store.unlock(email: email, masterPassword: pw)    // the KDF runs off this thread
+/// let resolver = OfflineSyncResolver(store: store, server: client)     // one per store, shared
+/// let repository = VaultRepository(store: store, userId: uid, server: client, resolver: resolver)
 /// ```
 public final class VaultLogStore: Sendable {
     /// The underlying log (package plumbing: the CLI, the replay tools and tests read it

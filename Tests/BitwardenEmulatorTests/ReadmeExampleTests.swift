@@ -17,5 +17,9 @@ struct ReadmeExampleTests {
         let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
         #expect(readme.contains("```swift\n" + example + "```\n"),
                 "README.md's embedding example differs from Examples/EmbeddingApp/Sources/EmbeddingApp/Example.swift: copy it over")
+        let landing = try String(contentsOf: Self.root.appendingPathComponent("Sources/VaultLogKit/VaultLogKit.docc/VaultLogKit.md"),
+                                 encoding: .utf8)
+        #expect(landing.contains("```swift\n" + example + "```\n"),
+                "VaultLogKit's DocC landing page differs from Examples/EmbeddingApp/Sources/EmbeddingApp/Example.swift: copy it over")
     }
 }
