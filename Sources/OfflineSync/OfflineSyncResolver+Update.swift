@@ -73,7 +73,7 @@ extension OfflineSyncResolver {
                                                                sourceSequence: item.latestSequence)),
                                          (.resolved, OutcomeBody(at: now, serverId: serverId))],
                                  local: replacing(item.id, with: updated), run: run)
-                return .pushed
+                return preserved.isEmpty ? .pushed : .localKept
             }
         }
     }

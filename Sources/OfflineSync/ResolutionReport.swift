@@ -7,8 +7,12 @@ import VaultModel
 public struct ItemReport: Sendable, Equatable {
     /// How the item ended the run.
     public enum Outcome: String, Sendable, Equatable {
-        /// The local version is on the server (update or create).
+        /// The local version is on the server (update or create); the server's copy was this
+        /// device's own or unchanged, so nothing was backed up.
         case pushed
+        /// The local version won a conflict and is on the server; the server's copy (another
+        /// device's change, or a soft conflict's) was saved as a backup (``ItemReport/backupIds``).
+        case localKept
         /// Created on the server (new id in ``serverId``).
         case created
         /// The server had lost it; created again.

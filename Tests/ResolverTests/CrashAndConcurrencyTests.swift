@@ -194,7 +194,7 @@ import VaultLogTesting
         var view = try await h.seedSynced("Bank", password: "original")
         let typed = (1...8).map { "offline-\($0)" }
         for password in typed { view = try await h.editOffline(view, password: password) }
-        #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) == [.pushed])
+        #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) == [.localKept])
         var recoverable = Set<String>()
         for item in try h.serverItems() {
             if let password = item.login?.password { recoverable.insert(password) }

@@ -91,7 +91,7 @@ import VaultModel
         let view = try await h.seedSynced("Bank")
         try h.anotherDeviceEdits(view.id!) { $0.login?.password = "other-device" }
         try await h.editOffline(view, password: "mine")
-        #expect(try await process(h).items.map(\.outcome) == [.pushed])
+        #expect(try await process(h).items.map(\.outcome) == [.localKept])
         let items = try h.serverItems(named: "Bank")
         #expect(items.count == 2)
         #expect(items.first(where: { $0.id == view.id })?.login?.password == "mine")
@@ -116,7 +116,7 @@ import VaultModel
         var view = try await h.seedSynced("Bank")
         for n in 1...4 { view = try await h.editOffline(view, password: "pw-\(n)") }
         #expect(try h.pending(view.id!)?.offlinePasswordChangeCount == 4)
-        #expect(try await process(h).items.map(\.outcome) == [.pushed])
+        #expect(try await process(h).items.map(\.outcome) == [.localKept])
         let items = try h.serverItems(named: "Bank")
         #expect(items.count == 2)
         #expect(items.first(where: { $0.id == view.id })?.login?.password == "pw-4")
