@@ -265,7 +265,11 @@ public final class VaultRepository: Sendable {
     /// item the resolver re-created) follows the resolver's id map, so a caller still holding
     /// it edits the server's copy — except while the item's pending state still lives under
     /// an id of the chain (a create mapped but not resolved): then that id. Needs the vault unlocked.
-    func currentId(_ id: String) throws -> String {
+    ///
+    /// ```swift
+    /// let shown = try repository.currentId(idTheScreenHeld)   // "tmp-…" → the server's id once created
+    /// ```
+    public func currentId(_ id: String) throws -> String {
         try current(id).id
     }
 

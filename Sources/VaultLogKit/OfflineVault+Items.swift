@@ -5,6 +5,12 @@ import VaultModel
 
 /// An item as the vault screen lists it: its decrypted content and, when it has changes
 /// waiting for the server, where they stand.
+///
+/// ```swift
+/// for item in try vault.items() where item.view.deletedDate == nil {
+///     print(item.view.name ?? "", item.pending == nil ? "" : "(not synced yet)")
+/// }
+/// ```
 public struct VaultItem: Sendable, Equatable, Identifiable {
     /// The decrypted item (its `id` is a temporary one until an item created offline reaches the server).
     public var view: CipherView
@@ -73,6 +79,13 @@ extension OfflineVault {
             try await store.applyLocal([.upsert(restored)], userId: userId)
             return try restored.decrypt(userKey: store.userKey(userId: userId))
         }
+    }
+
+    /// The id an item has now: a screen that still holds the temporary id of an item created
+    /// offline (or the old id of an item re-created after another device deleted it) gets the
+    /// server's id once the resolver mapped it.
+    public func currentId(of id: String) throws -> String {
+        do { return try repository().currentId(id) } catch { throw VaultError.wrapping(error) }
     }
 
     /// The repository of the unlocked user, sharing the vault's resolver.

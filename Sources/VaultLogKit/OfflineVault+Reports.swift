@@ -6,6 +6,12 @@ import VaultModel
 /// One resolution record in words for the app's user, with the names decrypted: "Your
 /// offline edit of “Bank” was kept as “Bank - 2026-11-28 …”; the version from another device
 /// stays active."
+///
+/// ```swift
+/// let reports = try vault.conflictReports()
+/// for report in reports { notify(report.summary) }
+/// if let last = reports.last { try await vault.markReviewed(through: last) }
+/// ```
 public struct ConflictReport: Sendable, Equatable, Identifiable {
     /// The record it was made from (kind, ids, time, the resolver's reason).
     public let record: ResolutionRecord

@@ -3,6 +3,18 @@ import OfflineSync
 
 /// What a vault screen shows about syncing: one value an app renders, delivered by
 /// ``OfflineVault/statusUpdates()`` whenever it changes.
+///
+/// ```swift
+/// for await status in vault.statusUpdates() {
+///     switch status.phase {
+///     case .syncing: banner.show("Syncing…")
+///     case .waitingForNetwork: banner.show("Offline – \(status.pendingCount) changes saved on this device")
+///     case .needsLogin: presentLogin()
+///     case .blocked: banner.show("\(status.deadLetters.count) items need your decision")
+///     case .idle, .locked: banner.hide()
+///     }
+/// }
+/// ```
 public struct SyncStatus: Sendable, Equatable {
     /// What the vault is doing, or why it is not syncing.
     public enum Phase: Sendable, Equatable {

@@ -30,6 +30,10 @@ public protocol TokenStore: Sendable {
 
 /// A ``TokenStore`` that keeps the tokens in memory only (tests, examples, a command-line
 /// tool): a relaunch starts without a session.
+///
+/// ```swift
+/// let vault = try OfflineVault(directory: dir, server: .selfHosted(url), tokenStore: InMemoryTokenStore())
+/// ```
 public final class InMemoryTokenStore: TokenStore {
     private let saved = Mutex<[String: TokenSet]>([:])
 
