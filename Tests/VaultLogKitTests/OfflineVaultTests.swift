@@ -75,19 +75,8 @@ import VaultModel
         try await vault.logIn(email: h.email, masterPassword: h.password)
         let userId = try #require(vault.userId)
         let key = try vault.store.userKey(userId: userId)
-        let bank = try #require(try await vault.save(H.login("Bank", password: "pw-0")).cipher?.decrypt(userKey: key))
         let mail = try #require(try await vault.save(H.login("Mail", password: "pw-0")).cipher?.decrypt(userKey: key))
-        h.goOffline()
-        var edited = bank
-        edited.login?.password = "mine"
-        try await vault.save(edited)
-        h.goOnline()
-        h.failNext(100, "GET", "/api/ciphers/\(bank.id!)")
-        h.failNext(100, "PUT", "/api/ciphers/\(bank.id!)")
-        for _ in 0..<3 {
-            _ = try await vault.sync(force: true)
-            h.clock.advance(by: 3600)
-        }
+        let bank = try await h.deadLetter("Bank", editedTo: "mine", in: vault, syncs: 3)
         let status = vault.status()
         #expect(status.phase == .blocked, "\(status)")
         #expect(status.deadLetters.map(\.cipherId) == [bank.id!])
@@ -121,14 +110,7 @@ import VaultModel
         defer { vault.close() }
         try await vault.logIn(email: h.email, masterPassword: h.password)
         let key = try vault.store.userKey(userId: vault.userId!)
-        let bank = try #require(try await vault.save(H.login("Bank", password: "pw-0")).cipher?.decrypt(userKey: key))
-        h.goOffline()
-        var edited = bank
-        edited.login?.password = "mine"
-        try await vault.save(edited)
-        h.goOnline()
-        h.failNext(10, "GET", "/api/ciphers/\(bank.id!)")
-        _ = try await vault.sync()
+        let bank = try await h.deadLetter("Bank", editedTo: "mine", in: vault, syncs: 1)
         #expect(vault.status().deadLetters.map(\.cipherId) == [bank.id!])
         h.emulator.faults.clear()
         #expect(try await vault.saveAsNewItem(bank.id!).isOffline == false)

@@ -80,6 +80,28 @@ final class VaultHarness: @unchecked Sendable {
         if let failure { throw failure }
     }
 
+    /// An item saved online with password "pw-0", edited offline to `password`, then refused
+    /// by the server (HTTP 500 on its reads and writes) through `syncs` syncs an hour apart:
+    /// a dead letter once `syncs` reaches the vault's `maxAttempts`. The faults stay on.
+    func deadLetter(_ name: String, editedTo password: String, in vault: OfflineVault, syncs: Int) async throws -> CipherView {
+        let key = try vault.store.userKey(userId: vault.userId!)
+        guard var item = try await vault.save(Self.login(name, password: "pw-0")).cipher.map({ try $0.decrypt(userKey: key) }) else {
+            throw CocoaError(.featureUnsupported)
+        }
+        let original = item
+        goOffline()
+        item.login?.password = password
+        try await vault.save(item)
+        goOnline()
+        failNext(100, "GET", "/api/ciphers/\(item.id!)")
+        failNext(100, "PUT", "/api/ciphers/\(item.id!)")
+        for _ in 0..<syncs {
+            _ = try await vault.sync(force: true)
+            clock.advance(by: 3600)
+        }
+        return original
+    }
+
     static func login(_ name: String, password: String) -> CipherView {
         CipherView(type: .login, name: name, notes: "notes of \(name)", login: LoginView(username: "alice", password: password))
     }
