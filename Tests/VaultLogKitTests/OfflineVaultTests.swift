@@ -109,7 +109,6 @@ import VaultModel
         let vault = try h.openVault { $0.maxAttempts = 1 }
         defer { vault.close() }
         try await vault.logIn(email: h.email, masterPassword: h.password)
-        let key = try vault.store.userKey(userId: vault.userId!)
         let bank = try await h.deadLetter("Bank", editedTo: "mine", in: vault, syncs: 1)
         #expect(vault.status().deadLetters.map(\.cipherId) == [bank.id!])
         h.emulator.faults.clear()
