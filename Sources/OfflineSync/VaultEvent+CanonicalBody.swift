@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 // The canonical bytes of stored bodies, in one place: how an operation body and an outcome body

@@ -1,5 +1,6 @@
 import EventLog
 import Foundation
+import VaultJSON
 import VaultModel
 
 /// Body of an operation event (schema version 1). Sealed in the envelope; documented in

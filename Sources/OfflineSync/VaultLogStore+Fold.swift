@@ -2,6 +2,7 @@ import EventLog
 import Foundation
 import Logging
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 extension VaultLogStore {

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 /// Group 5, crypto: EncString encrypt/decrypt of a typical login cipher (ops/s, every field of

@@ -1,5 +1,4 @@
 import Foundation
-import VaultCrypto
 
 /// Writes an `Encodable` value as compact JSON with sorted keys: byte for byte what Foundation's
 /// `JSONEncoder` writes with `outputFormatting = [.sortedKeys]` (plus `.withoutEscapingSlashes`
@@ -17,8 +16,9 @@ import VaultCrypto
 /// `\u00xx`; floating-point numbers as their shortest description without a trailing `.0`. Values
 /// `JSONEncoder` treats specially (`Date`, `Data`, `URL`, `Decimal`), a number that is not finite,
 /// a top-level value that encodes nothing and any error thrown by a value's `encode(to:)` are
-/// handed to `JSONEncoder` itself, so its result or its error is what the caller gets. An
-/// ``EncString`` is written straight from its serialized bytes (what its `encode(to:)` writes).
+/// handed to `JSONEncoder` itself, so its result or its error is what the caller gets. A
+/// ``JSONStringEncodable`` value (VaultModel makes `EncString` one) is written straight from
+/// its UTF-8 bytes (what its `encode(to:)` writes).
 ///
 /// ```swift
 /// let bytes = try SortedJSONEncoder().encode(cipher)   // == JSONEncoder with .sortedKeys
@@ -57,6 +57,14 @@ public struct SortedJSONEncoder: Sendable {
     }
 }
 
+/// A value that encodes as one JSON string and can give that string's UTF-8 bytes without
+/// building a `String`: ``SortedJSONEncoder`` writes the bytes (escaped as any string is)
+/// instead of asking the value to encode itself.
+public protocol JSONStringEncodable: Encodable {
+    /// The UTF-8 bytes of the string `encode(to:)` writes as the value's single value.
+    var jsonStringUTF8: [UInt8] { get }
+}
+
 // MARK: - The tree
 
 /// One encoded value.
@@ -68,7 +76,7 @@ enum SortedJSONNode {
     case double(Double)
     case float(Float)
     case string(String)
-    /// A string as UTF-8 bytes (an `EncString`'s serialized form, never built as a `String`).
+    /// A string as UTF-8 bytes (a ``JSONStringEncodable``'s, never built as a `String`).
     case utf8([UInt8])
     case object(SortedJSONObject)
     case array(SortedJSONArray)
@@ -146,8 +154,8 @@ final class SortedJSONTreeEncoder: Encoder {
         // type-erased containers every `Codable` type uses), unlike casts.
         if T.self == String.self { return .string(value as! String) }
         if T.self == Bool.self { return .bool(value as! Bool) }
-        // What `EncString.encode(to:)` writes, without an encoder and a String for each.
-        if T.self == EncString.self { return .utf8((value as! EncString).serializedBytes) }
+        // What its `encode(to:)` writes (an `EncString`'s), without an encoder and a String for each.
+        if let string = value as? any JSONStringEncodable { return .utf8(string.jsonStringUTF8) }
         if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self { throw HandOver() }
         let child = SortedJSONTreeEncoder(userInfo: storedUserInfo, parent: self, key: key)
         try value.encode(to: child)
