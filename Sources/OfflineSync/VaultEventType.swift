@@ -74,6 +74,21 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// True for the four offline operations.
     public var isOperation: Bool { kind == .operation }
 
+    /// Whether an outcome of this type on a pending create means the create may have reached
+    /// the server (the resolver announced the POST, or mapped the server's id): a delete must
+    /// then delete the server copy too, so the change is not discarded. One rule for the fold of
+    /// events (``PendingChange/uncertainCreate``) and the fold of headers (``HeaderProjection``).
+    var marksUncertainCreate: Bool {
+        switch self {
+        case .createPlanned, .idMapped:
+            true
+        case .created, .updated, .softDeleted, .hardDeleted, .pushed, .backupCreated, .serverCopyKept, .recreated,
+             .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
+             .retryRequested, .syncAborted, .syncApplied:
+            false
+        }
+    }
+
     /// The case name, e.g. `"softDeleted"` or `"syncApplied"`.
     public var description: String {
         switch self {

@@ -335,7 +335,8 @@ struct EventTypeExplanationTests {
                     case .resolutionFailed: outcome.attempt = 5; outcome.reason = "HTTP 500"; outcome.deadLetter = true
                     case .createPlanned: outcome.purpose = .backup; outcome.cipher = cipher
                     case .syncAborted: outcome.pendingCount = 3; outcome.reason = "server unreachable"
-                    default: break
+                    case .created, .updated, .softDeleted, .hardDeleted, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,
+                         .clearedAfterOnlineSuccess, .retryRequested, .syncApplied: break
                     }
                     body = .outcome(outcome)
                 }

@@ -288,7 +288,7 @@ import VaultLogTesting
             }
             if let name = item["name"] as? String {
                 let handle = FileHandle(forWritingAtPath: touchesFile) ?? {
-                    FileManager.default.createFile(atPath: touchesFile, contents: nil)
+                    _ = FileManager.default.createFile(atPath: touchesFile, contents: nil)
                     return FileHandle(forWritingAtPath: touchesFile)!
                 }()
                 handle.seekToEndOfFile()

@@ -91,9 +91,9 @@ enum CLI {
         let binary = executable
         let dir = TemporaryDirectory("vaultlog-run")
         let outPath = dir.file("stdout"), errPath = dir.file("stderr"), inPath = dir.file("stdin")
-        FileManager.default.createFile(atPath: outPath, contents: nil)
-        FileManager.default.createFile(atPath: errPath, contents: nil)
-        FileManager.default.createFile(atPath: inPath, contents: Data((stdin ?? "").utf8))
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: inPath, contents: Data((stdin ?? "").utf8))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments

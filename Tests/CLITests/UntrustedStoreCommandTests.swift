@@ -21,8 +21,8 @@ struct UntrustedStoreCommandTests {
         let binary = try #require(CLI.binary, "build the vaultlog binary first")
         let dir = TemporaryDirectory("vaultlog-run")
         let outPath = dir.file("stdout"), errPath = dir.file("stderr")
-        FileManager.default.createFile(atPath: outPath, contents: nil)
-        FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
