@@ -39,25 +39,11 @@ extension VaultLogStore {
 
     /// Pending items and their change types from headers alone, for the pending count a locked
     /// vault shows (a badge). Starts from the user's pending checkpoint and folds the headers
-    /// after it; when that tail was long, saves a new checkpoint (unless the store is
-    /// read-only). The checkpoint is unsealed, so this is a hint: decisions use
+    /// after it, in one read transaction: it never writes (the writer saves pending checkpoints
+    /// after its commits). The checkpoint is unsealed, so this is a hint: decisions use
     /// ``pendingState(userId:)``, and `vaultlog verify` compares the checkpoint with the log.
     public func pendingFromHeaders(userId: String) throws -> HeaderProjection {
-        let (projection, folded) = try log.read { try headerProjection($0, userId: userId) }
-        if pendingCheckpointInterval > 0, folded >= pendingCheckpointInterval, let db = pendingCheckpoints,
-           !log.isReadOnly {
-            do {
-                try log.write { txn in
-                    // Only if no newer checkpoint was saved meanwhile.
-                    let stored = PendingCheckpoint.decode(try txn.get(db, key: Self.userPrefix(userId)))
-                    guard (stored?.lastSequence ?? 0) < projection.lastSequence else { return }
-                    try txn.put(db, key: Self.userPrefix(userId), value: PendingCheckpoint.encode(projection))
-                }
-            } catch {
-                logger.warning("could not save the pending checkpoint", metadata: ["user": "\(userId)", "error": "\(error)"])
-            }
-        }
-        return projection
+        try log.read { try headerProjection($0, userId: userId).projection }
     }
 
     /// The user's pending set from the checkpoint (unless `fromCheckpoint` is false) plus the

@@ -9,7 +9,9 @@ extension VaultLogStore {
     // MARK: Projection and checkpoints
 
     /// The user's projection: the newest checkpoint plus the fold of the events after it
-    /// (cached in memory while unlocked). Saves a new checkpoint when the tail was long.
+    /// (cached in memory while unlocked). A read: it never writes (no checkpoint, no write
+    /// transaction), so it works on a read-only store and costs no device flush. Checkpoints are
+    /// saved on the writer's path, after a commit (``saveDueCheckpoints(userId:lastSequence:)``).
     public func projection(userId: String) throws -> Projection {
         let keys = try keys(userId)
         var deferred = DeferredSnapshots()
@@ -19,13 +21,10 @@ extension VaultLogStore {
             return (loaded, loaded.lastSequence)
         }()
         try fold(into: &projection, userId: userId, upTo: .max, key: keys.sealing, deferred: deferred)
-        // Checkpoint once enough events were folded since the last one, so a reopen folds
-        // at most `checkpointInterval` events.
-        if projection.lastSequence - checkpointedAt >= UInt64(checkpointInterval) {
-            try saveCheckpoint(projection, keys: keys)
-            checkpointedAt = projection.lastSequence
+        projections.withLock { cache in
+            // A checkpoint the writer saved meanwhile counts.
+            cache[userId] = (projection, max(checkpointedAt, cache[userId]?.checkpointedAt ?? 0))
         }
-        projections.withLock { $0[userId] = (projection, checkpointedAt) }
         return projection
     }
 
