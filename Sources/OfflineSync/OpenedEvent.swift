@@ -22,9 +22,10 @@ struct OpenedEvent: FoldedEvent {
     let header: EventHeader
     let opened: Opened
 
-    /// Opens `mapped` as an event of `userId`. Not throwing (a batch is opened on all cores
-    /// into one array): what reading it as an envelope would throw is ``Opened/notAnEvent(_:)``,
-    /// with a header that names only its sequence.
+    /// Opens `event`, lent by ``EventLog/LogReader/mapEventsInPlace(userId:after:limit:key:parallelThreshold:_:)``,
+    /// as an event of `userId`. Not throwing (a batch is opened on all cores into one array):
+    /// what reading it as an envelope would throw is ``Opened/notAnEvent(_:)``, with a header
+    /// that names only its sequence.
     ///
     /// An operation's small fields sit at the two ends of its canonical body (the date and base
     /// revision before the cipher's JSON, the password flag after it), so only those ends are
@@ -33,23 +34,21 @@ struct OpenedEvent: FoldedEvent {
     /// as before.
     ///
     /// `decryptor`: the block context for the ends, kept for the next event of this thread.
-    init(_ mapped: MappedEvent, userId: String, key: SealingKey, decryptor: inout KeyedAESCBC.BlockDecryptor?) {
-        let body: Result<AuthenticatedBody, EnvelopeError>
-        do {
-            (header, body) = try mapped.authenticate(userId: userId, key: key)
-        } catch {
-            header = EventHeader(sequence: mapped.sequence, userId: userId, cipherId: "", eventType: 0, recordedAtMillis: 0)
+    init(_ event: borrowing EventInPlace, userId: String, decryptor: inout KeyedAESCBC.BlockDecryptor?) {
+        switch event.header {
+        case .success(let header): self.header = header
+        case .failure(let error):
+            header = EventHeader(sequence: event.sequence, userId: userId, cipherId: "", eventType: 0, recordedAtMillis: 0)
             opened = .notAnEvent(error)
             return
         }
         do {
-            let body = try body.get()
             let type = VaultEventType(rawValue: header.eventType)
-            if let type, type.isOperation, let fields = try VaultEvent.operationFields(body, decryptor: &decryptor) {
+            if let type, type.isOperation, let fields = try VaultEvent.operationFields(event, decryptor: &decryptor) {
                 opened = .fields(type, fields)
                 return
             }
-            let plaintext = try body.plaintext().get()
+            let plaintext = try event.plaintext().get()
             if let type, type.isOperation, let fields = VaultEvent.operationFields(plaintext) {
                 opened = .fields(type, fields)
             } else {

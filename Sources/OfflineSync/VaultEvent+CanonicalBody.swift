@@ -157,18 +157,12 @@ extension VaultEvent {
         return out
     }
 
-    /// The small fields of a canonical operation body, from its ends only; nil when the body
-    /// is too short or not of that shape (read it whole).
-    static func operationFields(_ body: AuthenticatedBody, decryptor: inout KeyedAESCBC.BlockDecryptor?) throws -> OperationFields? {
-        try withUnsafeTemporaryAllocation(byteCount: headBlocks * 16, alignment: 16) { head in
-            try withUnsafeTemporaryAllocation(byteCount: tailBlocks * 16, alignment: 16) { tail in
-                guard let (tailCount, count) = try body.decryptEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, head: head, tail: tail,
-                                                                    decryptor: &decryptor)?.get() else {
-                    return nil
-                }
-                return operationFields(head: UnsafeRawBufferPointer(head),
-                                       tail: UnsafeRawBufferPointer(rebasing: tail[..<tailCount]), count: count)
-            }
+    /// The small fields of a canonical operation body, from its ends only (``headBlocks`` and
+    /// ``tailBlocks`` AES blocks decrypted where LMDB maps the event); nil when the body is too
+    /// short or not of that shape (read it whole). Throws why the body cannot be read.
+    static func operationFields(_ event: borrowing EventInPlace, decryptor: inout KeyedAESCBC.BlockDecryptor?) throws -> OperationFields? {
+        try event.withDecryptedEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, decryptor: &decryptor) { head, tail, count in
+            operationFields(head: head, tail: tail, count: count)
         }
     }
 

@@ -198,12 +198,11 @@ extension VaultLogStore {
     private func readOpenedBatch(userId: String, after: UInt64, key: SealingKey) throws -> [OpenedEvent]? {
         try log.read { reader -> [OpenedEvent]? in
             guard try reader.horizon(userId: userId) <= after else { return nil }
-            let mapped = try reader.mappedEvents(userId: userId, after: after, limit: Self.foldBatch)
-            // One block context per chunk of the batch, for the ends of every operation in it.
-            let batch = parallelMap(count: mapped.count, threshold: 256, state: { KeyedAESCBC.BlockDecryptor?.none }) { i, decryptor in
-                // The next event loads while this one's MAC is computed.
-                if i + 1 < mapped.count { mapped[i + 1].prefetch() }
-                return OpenedEvent(mapped[i], userId: userId, key: key, decryptor: &decryptor)
+            // Each event lent in place (on all cores), one block context per chunk of the
+            // batch for the ends of every operation in it; only the opened results leave.
+            let batch = try reader.mapEventsInPlace(userId: userId, after: after, limit: Self.foldBatch, key: key,
+                                                    parallelThreshold: 256) { event, decryptor in
+                OpenedEvent(event, userId: userId, decryptor: &decryptor)
             }
             for event in batch {
                 if case .notAnEvent(let error) = event.opened { throw error }
