@@ -155,11 +155,15 @@ let package = Package(
             ]
         ),
 
-        .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        // Test scaffolding every test target shares (a temporary directory): a test-only
+        // module beside the tests, not a product, and Foundation only (LMDBTests stays a test of LMDB).
+        .target(name: "VaultLogTestSupport", path: "Tests/VaultLogTestSupport"),
+
+        .testTarget(name: "LMDBTests", dependencies: ["LMDB", "VaultLogTestSupport"]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "VaultLogTesting", .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto")]),
         .testTarget(name: "VaultModelTests", dependencies: ["VaultModel", "VaultJSON", "VaultCrypto", "VaultLogTesting"], resources: [.copy("Resources")]),
-        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "LMDB", "VaultCrypto", "VaultModel", "VaultLogTesting"]),
-        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultJSON", "VaultModel", "VaultCrypto", "VaultLogTesting"]),
+        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "LMDB", "VaultCrypto", "VaultModel", "VaultLogTesting", "VaultLogTestSupport"]),
+        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultJSON", "VaultModel", "VaultCrypto", "VaultLogTesting", "VaultLogTestSupport"]),
         .testTarget(
             name: "BitwardenEmulatorTests",
             dependencies: ["BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "OfflineSync", "VaultCrypto", "VaultJSON", "VaultModel", "VaultLogTesting"]
@@ -167,14 +171,14 @@ let package = Package(
         // The resolver and sync against the emulator over loopback HTTP.
         .testTarget(
             name: "ResolverTests",
-            dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting"]
+            dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting", "VaultLogTestSupport"]
         ),
         .testTarget(name: "ReplayTests", dependencies: ["Replay", "EventLog", "OfflineSync", "VaultCrypto"]),
         // Runs the built `vaultlog` binary (next to the test bundle after `swift build --build-tests`)
         // against stores it makes with OfflineSync.
         .testTarget(
             name: "CLITests",
-            dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "Replay", "VaultLogTesting"]
+            dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "Replay", "VaultLogTesting", "VaultLogTestSupport"]
         ),
     ]
 )

@@ -4,6 +4,7 @@ import LMDB
 import VaultCrypto
 @testable import EventLog
 import VaultLogTesting
+import VaultLogTestSupport
 
 func openStore(_ dir: TemporaryDirectory, mapSize: Int? = nil, seed: UInt64 = 7, itemIndexMergeInterval: Int? = nil) throws -> EventLogStore {
     var options = EventLogOptions()

@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import VaultCrypto
 @testable import EventLog
+import VaultLogTestSupport
 
 /// Bytes of the environment files, and positions of envelopes inside `data.mdb`.
 func findAll(_ needle: [UInt8], in haystack: [UInt8]) -> [Int] {

@@ -6,6 +6,7 @@ import VaultModel
 import LMDB
 @testable import OfflineSync
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// Retention and snapshot compaction: what a compacted log still answers, what it refuses,
 /// and that pending items are never touched.
