@@ -5,6 +5,40 @@ import Logging
 extension VaultLogStore {
     // MARK: Checkpoints on the writer's path
 
+    /// Saves the checkpoints that are due for `userId`: the maintenance step for a store that
+    /// was read but not written since its log grew (after an import, a first sync, or a first
+    /// unlock of a long log), run at a quiet moment. Reads never write, and `append` saves the
+    /// due checkpoints after its commits; this does the same without an append: the sealed
+    /// projection checkpoint (while unlocked) once ``VaultLogStoreOptions/checkpointInterval``
+    /// events passed the last one, and the pending-set checkpoint (for a locked vault's count)
+    /// once ``VaultLogStoreOptions/pendingCheckpointInterval`` sequences passed the stored one.
+    /// One write transaction when something is due, none otherwise. Returns whether it wrote.
+    ///
+    /// ```swift
+    /// try store.importEvents(from: file)
+    /// try store.saveCheckpoints(userId: userId)   // the next open folds a short tail
+    /// ```
+    @discardableResult
+    public func saveCheckpoints(userId: String) throws -> Bool {
+        let last = isUnlocked(userId: userId) ? try projection(userId: userId).lastSequence
+                                              : try pendingFromHeaders(userId: userId).lastSequence
+        guard let due = dueCheckpoints(userId: userId, lastSequence: last) else { return false }
+        try log.write { txn in try writeCheckpoints(due, userId: userId, in: txn) }
+        noteCheckpointsSaved(due, userId: userId)
+        return true
+    }
+
+    /// ``saveCheckpoints(userId:)`` from async code: the write runs on the log's writer thread.
+    @discardableResult
+    public func saveCheckpoints(userId: String) async throws -> Bool {
+        let last = isUnlocked(userId: userId) ? try projection(userId: userId).lastSequence
+                                              : try pendingFromHeaders(userId: userId).lastSequence
+        guard let due = dueCheckpoints(userId: userId, lastSequence: last) else { return false }
+        try await log.writeAsync { txn in try self.writeCheckpoints(due, userId: userId, in: txn) }
+        noteCheckpointsSaved(due, userId: userId)
+        return true
+    }
+
     /// The checkpoints due after a commit, computed outside any transaction: the sealed
     /// projection checkpoint (its fold, encoding) and the pending-set checkpoint (headers only).
     struct DueCheckpoints: Sendable {

@@ -62,6 +62,26 @@ import VaultModel
         #expect(PendingCheckpoint.decode(pending)?.lastSequence == last)
     }
 
+    /// The maintenance step writes what reads leave due: locked, the pending set; unlocked, the
+    /// sealed projection too; and nothing when nothing is due.
+    @Test func saveCheckpoints_writesWhatIsDue_once() throws {
+        let h = try Harness(checkpointInterval: 1_000_000, pendingCheckpointInterval: 0)
+        let options = try Self.storeWithALongTail(h, count: 40)
+        let store = try VaultLogStore(path: h.dir.path, options: options)
+        defer { store.close() }
+        let db = try #require(store.pendingCheckpoints)
+        #expect(try store.saveCheckpoints(userId: h.userId), "locked: the pending set is due")
+        let pending = try #require(try store.log.read { try $0.get(db, key: VaultLogStore.userPrefix(h.userId)) })
+        #expect(PendingCheckpoint.decode(pending)?.lastSequence == 40)
+        #expect(try store.log.read { try $0.checkpointSequences(userId: h.userId) }.isEmpty, "locked: no sealed checkpoint")
+        store.unlock(userId: h.userId, userKey: h.userKey)
+        #expect(try store.saveCheckpoints(userId: h.userId), "unlocked: the sealed projection is due")
+        #expect(try store.log.read { try $0.checkpointSequences(userId: h.userId) } == [40])
+        let before = try store.log.read { $0.commitID }
+        #expect(try store.saveCheckpoints(userId: h.userId) == false, "nothing due")
+        #expect(try store.log.read { $0.commitID } == before, "and nothing written")
+    }
+
     /// A store opened read-only (where a write transaction fails) reads its projection and
     /// pending counts, on an async path too, with a tail longer than every checkpoint interval.
     @Test func aReadOnlyStore_readsItsProjectionAndCounts() async throws {
