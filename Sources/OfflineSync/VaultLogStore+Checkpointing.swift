@@ -28,7 +28,7 @@ extension VaultLogStore {
         return true
     }
 
-    /// ``saveCheckpoints(userId:)`` from async code: the write runs on the log's writer thread.
+    /// `saveCheckpoints(userId:)` from async code: the write runs on the log's writer thread.
     @discardableResult
     public func saveCheckpoints(userId: String) async throws -> Bool {
         let last = isUnlocked(userId: userId) ? try projection(userId: userId).lastSequence

@@ -11,7 +11,7 @@ extension VaultLogStore {
     /// The user's projection: the newest checkpoint plus the fold of the events after it
     /// (cached in memory while unlocked). A read: it never writes (no checkpoint, no write
     /// transaction), so it works on a read-only store and costs no device flush. Checkpoints are
-    /// saved by `append` after its commit, and by ``saveCheckpoints(userId:)``.
+    /// saved by `append` after its commit, and by `saveCheckpoints(userId:)`.
     public func projection(userId: String) throws -> Projection {
         let keys = try keys(userId)
         var deferred = DeferredSnapshots()
