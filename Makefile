@@ -9,7 +9,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # because another one happened to pull the module in is an error).
 IMPORT_CHECK := --explicit-target-dependency-import-check error
 
-.PHONY: deps build docs graph example demo test torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
+.PHONY: deps build docs graph example demo test house-rules torture replay serve bench bench-quick bench-build bench-deps bench-log fuzz
+
+# The house rules, kept by .ci/house-rules.py (python3, standard library only): no Sources/ file
+# over 400 lines (unless .ci/house-exceptions lists it with a reason), no `default:` in a switch
+# over one of our own enums, no compiler warning from our own code (Sources/, Tests/, Examples/,
+# Benchmarks/). Warnings are read from the .dia file the compiler keeps per source file, so an
+# incremental build that compiled nothing still has its earlier warnings checked.
+HOUSE_RULES := python3 .ci/house-rules.py
 
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target;
 # libargon2-dev provides argon2.h, libargon2.so and libargon2.pc for CArgon2 (Argon2id accounts);
@@ -77,6 +84,7 @@ example: build
 	@# the example's build plan; dropping the plan makes it plan again (objects are still reused).
 	@rm -f $(EXAMPLE_SCRATCH)/debug.yaml
 	$(SWIFT) build --package-path Examples/EmbeddingApp --scratch-path $(EXAMPLE_SCRATCH)
+	@$(HOUSE_RULES) warnings $(EXAMPLE_SCRATCH)
 	@bin=$$($(SWIFT) build --show-bin-path); work=$$(mktemp -d); \
 	VAULTLOG_PASSWORD=example-password $$bin/vaultlog serve --port 0 --account app@example.com --kdf pbkdf2 --iterations 5000 \
 		>$$work/serve.log 2>&1 & server=$$!; \
@@ -92,8 +100,12 @@ example: build
 # emulators, HTTP clients and child processes at once on two cores starve each other into
 # time-outs, and serial is barely slower (about a minute). The kill tests and the simulation
 # run in processes of their own.
-test: deps
+house-rules:
+	@$(HOUSE_RULES) sources
+
+test: deps house-rules
 	$(SWIFT) build --build-tests $(IMPORT_CHECK)
+	@$(HOUSE_RULES) warnings $$($(SWIFT) build --show-bin-path)
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory graph
 	$(MAKE) --no-print-directory example
@@ -159,6 +171,7 @@ bench-build: bench-deps
 	@rm -f Benchmarks/.build/release.yaml   # SwiftPM keeps a stale plan for the path dependency (new files unbuilt)
 	@cd Benchmarks && $(SWIFT) build -c release --product vaultlog-bench >&2
 	@cd Benchmarks && $(SWIFT) build -c release --product vaultlog >&2   # the resolver group's separate server
+	@$(HOUSE_RULES) warnings Benchmarks/.build >&2
 
 bench: bench-build
 	@$(BENCH) suite $${BENCH_GROUPS:+--groups $$BENCH_GROUPS} --report Docs/Performance.md --analysis Benchmarks/analysis.md --command "make bench"

@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
+        .library(name: "VaultJSON", targets: ["VaultJSON"]),
         .library(name: "VaultModel", targets: ["VaultModel"]),
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "OfflineSync", targets: ["OfflineSync"]),
@@ -76,7 +77,11 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
-        .target(name: "VaultModel", dependencies: ["VaultCrypto"]),
+        // JSON without Foundation's coders: a tape decoder and a sorted-keys encoder that give
+        // what JSONDecoder and JSONEncoder (.sortedKeys) give, faster; and JSONValue for fields
+        // this version does not know. Foundation only: no other module of ours.
+        .target(name: "VaultJSON"),
+        .target(name: "VaultModel", dependencies: ["VaultCrypto", "VaultJSON"]),
 
         // The sealed append-only event log.
         .target(
@@ -92,7 +97,7 @@ let package = Package(
         // The domain: events, projector, local vault store, repository, resolver, sync.
         .target(
             name: "OfflineSync",
-            dependencies: ["EventLog", "VaultModel", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["EventLog", "VaultJSON", "VaultModel", "VaultCrypto", .product(name: "Logging", package: "swift-log")]
         ),
 
         // Deterministic dependencies and fault injection for tests, replays and simulations: a
@@ -103,7 +108,7 @@ let package = Package(
         .target(
             name: "BitwardenAPI",
             dependencies: [
-                "OfflineSync", "VaultCrypto", "VaultModel",
+                "OfflineSync", "VaultCrypto", "VaultJSON", "VaultModel",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -129,7 +134,7 @@ let package = Package(
         .target(
             name: "BitwardenEmulator",
             dependencies: [
-                "VaultCrypto", "VaultModel",
+                "VaultCrypto", "VaultJSON", "VaultModel",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Tools"])),
@@ -159,19 +164,23 @@ let package = Package(
             ]
         ),
 
-        .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        // Test scaffolding every test target shares (a temporary directory): a test-only
+        // module beside the tests, not a product, and Foundation only (LMDBTests stays a test of LMDB).
+        .target(name: "VaultLogTestSupport", path: "Tests/VaultLogTestSupport"),
+
+        .testTarget(name: "LMDBTests", dependencies: ["LMDB", "VaultLogTestSupport"]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "VaultLogTesting", .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto")]),
-        .testTarget(name: "VaultModelTests", dependencies: ["VaultModel", "VaultCrypto", "VaultLogTesting"], resources: [.copy("Resources")]),
-        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "LMDB", "VaultCrypto", "VaultModel", "VaultLogTesting"]),
-        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "VaultLogTesting"]),
+        .testTarget(name: "VaultModelTests", dependencies: ["VaultModel", "VaultJSON", "VaultCrypto", "VaultLogTesting"], resources: [.copy("Resources")]),
+        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "LMDB", "VaultCrypto", "VaultModel", "VaultLogTesting", "VaultLogTestSupport"]),
+        .testTarget(name: "OfflineSyncTests", dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultJSON", "VaultModel", "VaultCrypto", "VaultLogTesting", "VaultLogTestSupport"]),
         .testTarget(
             name: "BitwardenEmulatorTests",
-            dependencies: ["BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "OfflineSync", "VaultCrypto", "VaultModel", "VaultLogTesting"]
+            dependencies: ["BitwardenEmulator", "BitwardenAPI", "BitwardenAPINIO", "OfflineSync", "VaultCrypto", "VaultJSON", "VaultModel", "VaultLogTesting"]
         ),
         // The resolver and sync against the emulator over loopback HTTP.
         .testTarget(
             name: "ResolverTests",
-            dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting"]
+            dependencies: ["OfflineSync", "EventLog", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting", "VaultLogTestSupport"]
         ),
         // The app façade against the emulator over loopback HTTP, and across two processes.
         .testTarget(
@@ -183,7 +192,7 @@ let package = Package(
         // against stores it makes with OfflineSync.
         .testTarget(
             name: "CLITests",
-            dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "Replay", "VaultLogTesting"]
+            dependencies: ["OfflineSync", "EventLog", "LMDB", "VaultModel", "VaultCrypto", "Replay", "VaultLogTesting", "VaultLogTestSupport"]
         ),
     ]
 )

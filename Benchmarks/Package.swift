@@ -19,6 +19,7 @@ let package = Package(
                 .product(name: "VaultCrypto", package: "VaultLog"),
                 .product(name: "LMDB", package: "VaultLog"),
                 .product(name: "OfflineSync", package: "VaultLog"),
+                .product(name: "VaultJSON", package: "VaultLog"),
                 .product(name: "VaultModel", package: "VaultLog"),
                 .product(name: "BitwardenAPI", package: "VaultLog"),
                 .product(name: "BitwardenAPINIO", package: "VaultLog"),

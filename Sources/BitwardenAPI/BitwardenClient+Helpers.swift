@@ -3,6 +3,7 @@ import Logging
 import OfflineSync
 import Synchronization
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 extension BitwardenClient {

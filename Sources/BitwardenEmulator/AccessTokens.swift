@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 /// Access tokens are JWTs (HS256, signed with the state's key) carrying the claims Bitwarden

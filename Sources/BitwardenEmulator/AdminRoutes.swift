@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 /// The `/admin/...` routes: fault injection and test control over HTTP, for a client or demo

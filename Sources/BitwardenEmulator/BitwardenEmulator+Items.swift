@@ -6,6 +6,7 @@ import NIOCore
 import ServiceLifecycle
 import Synchronization
 import VaultCrypto
+import VaultJSON
 import VaultModel
 import _CryptoExtras
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import VaultJSON
 import VaultModel
 
 /// Validation errors in the server's shape: model property paths (`Name`, `Login.Password`,

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 extension EmulatorCore {

@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 /// A cipher as the emulator stores it: the client's data fields verbatim (unknown fields

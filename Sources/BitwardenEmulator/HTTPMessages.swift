@@ -1,4 +1,5 @@
 import Foundation
+import VaultJSON
 import VaultModel
 
 /// One HTTP request, decoupled from Hummingbird so the routing logic is plain code; also what

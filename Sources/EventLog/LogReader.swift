@@ -291,8 +291,8 @@ public struct LogReader {
 
     /// ``envelopes(userId:after:limit:)`` without copying: each event where LMDB maps it, valid
     /// only inside this read transaction (see ``MappedEvent``); nothing about them is checked
-    /// until each is opened.
-    package func mappedEvents(userId: String, after: UInt64, limit: Int) throws -> [MappedEvent] {
+    /// until each is opened. Internal: the domain uses ``mapEventsInPlace(userId:after:limit:key:parallelThreshold:_:)``.
+    func mappedEvents(userId: String, after: UInt64, limit: Int) throws -> [MappedEvent] {
         var out: [MappedEvent] = []
         guard limit > 0 else { return out }
         out.reserveCapacity(Swift.min(limit, 4096))

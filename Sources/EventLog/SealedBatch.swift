@@ -107,9 +107,10 @@ final class SealedBatch: @unchecked Sendable {
             ivs.withUnsafeBytes { all in
                 let iv = UnsafeRawBufferPointer(rebasing: all[16 * i..<16 * i + 16])
                 UnsafeMutableRawBufferPointer(rebasing: out[ivStart..<ivStart + ivBytes]).copyMemory(from: iv)
-                events[i].body.withUnsafeBytes { body in
+                let written = events[i].body.withUnsafeBytes { body in
                     cbc.encrypt(body, iv: iv, into: UnsafeMutableRawBufferPointer(rebasing: out[ctStart..<ends[i + 1]]))
                 }
+                assert(written == ends[i + 1] - ctStart, "event \(i)'s ciphertext fills the range sized for it")
             }
         }
 

@@ -1,5 +1,6 @@
 import EventLog
 import Foundation
+import VaultJSON
 import VaultModel
 
 /// What a sealed projection checkpoint holds (format 3):

@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 /// The JSON Lines export of a store (`vaultlog export` / `vaultlog import`, and the recorded

@@ -21,22 +21,24 @@ public struct HeaderProjection: Sendable, Equatable {
         lastSequence = header.sequence
         guard let type = VaultEventType(rawValue: header.eventType), !header.cipherId.isEmpty else { return }
         let id = header.cipherId
-        if type.isOperation {
-            var merged = PendingChangeType.merge(pending[id], type)
-            if merged == .discard, uncertainCreates.contains(id) {
-                merged = .pending(type == .hardDeleted ? .hardDelete : .softDelete)
-            }
-            switch merged {
+        // Every type listed: a new event type does not compile until this fold places it.
+        switch type {
+        case .created, .updated, .softDeleted, .hardDeleted:
+            switch PendingChangeType.merge(pending[id], type, uncertainCreate: uncertainCreates.contains(id)) {
             case .discard:
                 pending[id] = nil
                 uncertainCreates.remove(id)
             case .pending(let type): pending[id] = type
             }
-        } else if type == .resolved || type == .clearedAfterOnlineSuccess {
+        case .resolved, .clearedAfterOnlineSuccess:
             pending[id] = nil
             uncertainCreates.remove(id)
-        } else if (type == .createPlanned || type == .idMapped), pending[id] == .create {
-            uncertainCreates.insert(id)
+        case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
+             .resolutionFailed, .retryRequested, .createPlanned, .changeDiscarded:
+            // Announced or mapped: a create that may be on the server (as ``PendingChange/uncertainCreate``).
+            if type.marksUncertainCreate, pending[id] == .create { uncertainCreates.insert(id) }
+        case .syncAborted, .syncApplied, .reportsReviewed:
+            break
         }
     }
 

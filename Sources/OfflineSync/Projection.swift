@@ -41,6 +41,18 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
         }
     }
 
+    /// ``merge(_:_:)`` with the uncertain-create rule, for the fold of events and the fold of
+    /// headers alike: a create that may have reached the server (`uncertainCreate`, see
+    /// ``PendingChange/uncertainCreate`` and ``VaultEventType/marksUncertainCreate``) is not
+    /// discarded by a delete, since the server copy must be found and deleted too.
+    static func merge(_ existing: PendingChangeType?, _ operation: VaultEventType, uncertainCreate: Bool) -> Merge {
+        let merged = merge(existing, operation)
+        if merged == .discard, uncertainCreate {
+            return .pending(operation == .hardDeleted ? .hardDelete : .softDelete)
+        }
+        return merged
+    }
+
     /// Result of ``merge(_:_:)``.
     public enum Merge: Equatable, Sendable {
         /// Pending with this type.
@@ -112,7 +124,7 @@ public struct PendingChange: Codable, Sendable, Equatable {
     public var uncertainCreate: Bool {
         // The same rule as the header fold (which cannot see a plan's purpose): any plan or
         // mapping of a change that began as a create. (An update's backup plan is not one.)
-        startedAsCreate == true && steps.contains { $0.type == .createPlanned || $0.type == .idMapped }
+        startedAsCreate == true && steps.contains { $0.type.marksUncertainCreate }
     }
 }
 
@@ -320,12 +332,7 @@ public struct Projection: Codable, Sendable, Equatable {
     /// deleted before it reached the server), which leaves `change` as it was.
     private static func fold(_ eventType: VaultEventType, sequence: UInt64, passwordChanged: Bool, at: BitwardenDate,
                              into change: inout PendingChange) -> Bool {
-        var merged = PendingChangeType.merge(change.changeType, eventType)
-        // A create that may have reached the server is not discarded by a delete: the
-        // server copy must be found and deleted too.
-        if merged == .discard, change.uncertainCreate {
-            merged = .pending(eventType == .hardDeleted ? .hardDelete : .softDelete)
-        }
+        let merged = PendingChangeType.merge(change.changeType, eventType, uncertainCreate: change.uncertainCreate)
         guard case .pending(let type) = merged else { return false }
         if change.changeType == .create && type != .create { change.startedAsCreate = true }
         change.changeType = type

@@ -61,6 +61,7 @@ extension VaultLogStore {
             }
         }
         notifyObservers(userId: userId)
+        if let last = sequences.last { saveDueCheckpoints(userId: userId, lastSequence: last) }
         return sequences
     }
 
@@ -85,6 +86,7 @@ extension VaultLogStore {
             return try txn.append(newEvents, key: keys.sealing)
         }
         notifyObservers(userId: userId)
+        if let last = sequences.last { await saveDueCheckpoints(userId: userId, lastSequence: last) }
         return sequences
     }
 

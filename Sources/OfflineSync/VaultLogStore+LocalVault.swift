@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 /// A change to the local vault cache, committed in the same transaction as its event.

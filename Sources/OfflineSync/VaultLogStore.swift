@@ -35,6 +35,9 @@ public final class VaultLogStore: Sendable {
     let sessions = Mutex<[String: UnlockedKeys]>([:])
     /// Each unlocked user's projection and the sequence of its newest checkpoint.
     let projections = Mutex<[String: (projection: Projection, checkpointedAt: UInt64)]>([:])
+    /// Per user, the sequence of the newest pending-set checkpoint this store knows of (read
+    /// once, then kept as the writer saves them).
+    let pendingCheckpointedAt = Mutex<[String: UInt64]>([:])
     /// The pending-count streams and their watcher (`VaultLogStore+Observers.swift`).
     let observers = PendingCountObservers()
     /// One resolution at a time per user, shared by every resolver of this store and, through

@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 
 /// A vault item as the server stores and sends it (`CipherDetailsResponseModel`, camelCase JSON):
 /// secret fields are ``EncString``s, metadata is plain.

@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 
 /// A wire object made of optional EncString fields plus carried unknown fields. Card,
 /// identity and SSH key share this shape, so they share one decoder and encoder.

@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 
 /// Decrypts the fields of one cipher, naming the field in every error.
 struct FieldDecryptor {

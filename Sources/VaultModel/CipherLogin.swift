@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 
 /// Login details of a cipher (`login`): username, password, TOTP seed, URIs and passkeys.
 public struct CipherLogin: Codable, Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 
 /// Card details of a cipher (`card`).
 public struct CipherCard: EncryptedTextRecord, Equatable {

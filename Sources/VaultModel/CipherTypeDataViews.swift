@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 
 /// Decrypted card details.
 public struct CardView: DecryptedTextRecord, Equatable {

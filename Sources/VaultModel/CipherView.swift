@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 
 /// A decrypted vault item: what the user sees and edits. Produced by
 /// ``Cipher/decrypt(userKey:)`` and turned back into a ``Cipher`` by

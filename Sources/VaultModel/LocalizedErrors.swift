@@ -1,4 +1,5 @@
 import Foundation
+import VaultJSON
 
 // Apple platforms show `localizedDescription` (alerts, logs); it is the same text as
 // `description`: what failed, what it concerns, and what to do.

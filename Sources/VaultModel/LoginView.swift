@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultJSON
 
 /// Decrypted login details.
 public struct LoginView: Sendable, Equatable {

@@ -22,7 +22,8 @@ public enum VaultModelError: Error, Equatable, Sendable, CustomStringConvertible
             switch underlying {
             case .authenticationFailed:
                 detail = "authentication failed (wrong key or tampered data)"
-            default:
+            case .invalidEncString, .invalidKeyLength, .wrongKeyType, .decryptionFailed, .invalidUTF8, .unsupportedKdf,
+                 .invalidKdfParameters, .primitiveFailure:
                 detail = underlying.description
             }
             return "cipher \(cipherID ?? "<new>"): \(field): \(detail)"

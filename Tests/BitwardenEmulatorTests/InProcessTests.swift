@@ -2,6 +2,7 @@ import BitwardenEmulator
 import Foundation
 import Testing
 import VaultCrypto
+import VaultJSON
 import VaultModel
 import VaultLogTesting
 

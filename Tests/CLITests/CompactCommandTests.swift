@@ -5,10 +5,11 @@ import Testing
 import VaultCrypto
 import VaultModel
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// A store with a long resolved history (and optionally pending items), for `compact`.
 final class HistoryFixture: Sendable {
-    let dir = TemporaryDirectory("vaultlog-compact")
+    let dir = TemporaryDirectory("vaultlog-compact", create: true)
     let userKey = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 51))
     static let userId = "user-h"
     var store: String { dir.file("store") }
@@ -59,7 +60,7 @@ final class HistoryFixture: Sendable {
     /// items before and after, and `verify` is clean.
     @Test func compact_ofALogWithPendingItems_carriesThem() throws {
         let fixture = StoreFixture.shared
-        let dir = TemporaryDirectory("vaultlog-compact-pending")
+        let dir = TemporaryDirectory("vaultlog-compact-pending", create: true)
         try fixture.copyStore(to: dir.path)
         let key = ["--user-key-file", fixture.userKeyFile, "--user", StoreFixture.userA]
         let pending = { () throws -> [String] in

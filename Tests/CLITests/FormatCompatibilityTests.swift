@@ -5,6 +5,7 @@ import Replay
 import Testing
 import VaultCrypto
 import VaultModel
+import VaultLogTestSupport
 
 /// `Fixtures/logs/format-v1.jsonl` is a log written by envelope format 1 (exported with
 /// `vaultlog export`). Every later version must still import and read it, with the same
@@ -40,7 +41,7 @@ import VaultModel
     @Test func formatV1Log_importsAndReadsAsItWasWritten() throws {
         let expected = try RecordedLog.loadExpectation(path: Self.expectFile)
         #expect(expected.events.count >= 9)
-        let dir = TemporaryDirectory("format-v1")
+        let dir = TemporaryDirectory("format-v1", create: true)
         let store = dir.file("store")
         let imported = try CLI.run(["import", Self.logFile, store])
         #expect(imported.status == 0, "\(imported)")
@@ -70,7 +71,7 @@ import VaultModel
     }
 
     @Test func replay_brokenLogExpectation_failsWithDiff() throws {
-        let dir = TemporaryDirectory("replay-log")
+        let dir = TemporaryDirectory("replay-log", create: true)
         let log = dir.file("broken.jsonl")
         try FileManager.default.copyItem(atPath: FormatCompatibilityTests.logFile, toPath: log)
         var expected = try RecordedLog.loadExpectation(path: FormatCompatibilityTests.expectFile)

@@ -6,6 +6,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// `verify`, `export`/`import` and `decrypt`, through the built binary.
 @Suite("vaultlog integrity commands")
@@ -75,7 +76,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func notAStore_exits4NamingTheFile() throws {
-        let dir = TemporaryDirectory("vaultlog-garbage")
+        let dir = TemporaryDirectory("vaultlog-garbage", create: true)
         try Data(repeating: 0x5A, count: 16384).write(to: URL(fileURLWithPath: dir.file("data.mdb")))
         let result = try CLI.run(["info", dir.path])
         #expect(result.status == 4, "\(result)")
@@ -85,7 +86,7 @@ struct IntegrityCommandTests {
     /// A copy of the fixture's store in which event 3 (a password change of `server-bank`) has
     /// one ciphertext byte flipped.
     private func copyWithEvent3Damaged() throws -> TemporaryDirectory {
-        let copy = TemporaryDirectory("vaultlog-corrupt")
+        let copy = TemporaryDirectory("vaultlog-corrupt", create: true)
         try fixture.copyStore(to: copy.path)
         let target = try #require(try StoreFixture.envelopes(of: fixture.store).first { $0.header.sequence == 3 })
         try flipByte(ofEnvelope: target.bytes, inDataFileOf: copy.path)
@@ -116,7 +117,7 @@ struct IntegrityCommandTests {
     // MARK: export / import
 
     @Test func exportImport_roundTrip_isByteIdenticalAndVerifiesClean() throws {
-        let work = TemporaryDirectory("vaultlog-export")
+        let work = TemporaryDirectory("vaultlog-export", create: true)
         let file = work.file("log.jsonl")
         let export = try CLI.run(["export", fixture.store, "--out", file])
         #expect(export.status == 0, "\(export)")
@@ -155,7 +156,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func import_malformedLine_isRefusedWithItsLineNumber() throws {
-        let work = TemporaryDirectory("vaultlog-import")
+        let work = TemporaryDirectory("vaultlog-import", create: true)
         let file = work.file("log.jsonl")
         #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
         var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
@@ -170,7 +171,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func import_accountWithKdfOutOfRange_isRefusedNamingTheAccount() throws {
-        let work = TemporaryDirectory("vaultlog-import")
+        let work = TemporaryDirectory("vaultlog-import", create: true)
         let file = work.file("log.jsonl")
         #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
         var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
@@ -187,7 +188,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func import_keepsTheHeadRecords_soARemovedTailIsStillFound() throws {
-        let work = TemporaryDirectory("vaultlog-import")
+        let work = TemporaryDirectory("vaultlog-import", create: true)
         let file = work.file("log.jsonl")
         #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
         var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
@@ -205,7 +206,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func import_truncatedFile_isRefused() throws {
-        let work = TemporaryDirectory("vaultlog-import")
+        let work = TemporaryDirectory("vaultlog-import", create: true)
         let file = work.file("log.jsonl")
         #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
         let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
@@ -216,7 +217,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func import_intoNonEmptyStore_isRefusedAndChangesNothing() throws {
-        let work = TemporaryDirectory("vaultlog-import")
+        let work = TemporaryDirectory("vaultlog-import", create: true)
         let file = work.file("log.jsonl")
         #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
         let store = work.file("existing")
@@ -230,7 +231,7 @@ struct IntegrityCommandTests {
     }
 
     @Test func import_withWrongKey_exits3AndImportsNothing() throws {
-        let work = TemporaryDirectory("vaultlog-import")
+        let work = TemporaryDirectory("vaultlog-import", create: true)
         let file = work.file("log.jsonl")
         #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
         let target = work.file("copy")
@@ -305,7 +306,7 @@ struct EventTypeExplanationTests {
     ]
 
     final class Store: Sendable {
-        let dir = TemporaryDirectory("vaultlog-alltypes")
+        let dir = TemporaryDirectory("vaultlog-alltypes", create: true)
         let records: [String: String]
 
         init() throws {
@@ -335,11 +336,14 @@ struct EventTypeExplanationTests {
                     case .resolutionFailed: outcome.attempt = 5; outcome.reason = "HTTP 500"; outcome.deadLetter = true
                     case .createPlanned: outcome.purpose = .backup; outcome.cipher = cipher
                     case .syncAborted: outcome.pendingCount = 3; outcome.reason = "server unreachable"
-                    default: break
+                    case .changeDiscarded: outcome.serverId = "srv-1"; outcome.cipher = cipher
+                    case .reportsReviewed: outcome.sourceSequence = 1
+                    case .created, .updated, .softDeleted, .hardDeleted, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,
+                         .clearedAfterOnlineSuccess, .retryRequested, .syncApplied: break
                     }
                     body = .outcome(outcome)
                 }
-                let userLevel = type == .syncAborted || type == .syncApplied
+                let userLevel = type.kind == .userLevel
                 try store.append(userId: "u", cipherId: userLevel ? "" : "x", type: type, body: body)
             }
             store.close()
@@ -375,7 +379,7 @@ struct EventTypeExplanationTests {
 @Suite("vaultlog explains every planned create")
 struct CreatePurposeExplanationTests {
     @Test func everyPurposeHasItsOwnWords() throws {
-        let dir = TemporaryDirectory("vaultlog-purposes")
+        let dir = TemporaryDirectory("vaultlog-purposes", create: true)
         let userKey = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 8))
         var options = VaultLogStoreOptions()
         options.dependencies = .deterministic(seed: 8, clock: ManualClock())

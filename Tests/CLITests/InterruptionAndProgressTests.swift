@@ -4,6 +4,7 @@ import OfflineSync
 import Testing
 import VaultCrypto
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// Long work stopped with Ctrl-C leaves nothing behind and exits 130; its progress line is
 /// drawn only on a terminal. The store is large enough (20,000 events) that export and import
@@ -13,7 +14,7 @@ struct InterruptionAndProgressTests {
     /// One large store and its export, made once for the suite.
     final class Large: Sendable {
         static let shared = try! Large()
-        let dir = TemporaryDirectory("vaultlog-large")
+        let dir = TemporaryDirectory("vaultlog-large", create: true)
         var store: String { dir.file("store") }
         var export: String { dir.file("large.jsonl") }
 
@@ -57,7 +58,7 @@ struct InterruptionAndProgressTests {
 
     @Test func export_stoppedByCtrlC_leavesNeitherTheFileNorItsPartial_andExits130() throws {
         let large = Large.shared
-        let work = TemporaryDirectory("vaultlog-interrupt")
+        let work = TemporaryDirectory("vaultlog-interrupt", create: true)
         try FileManager.default.createDirectory(atPath: work.path, withIntermediateDirectories: true)
         let out = work.file("out.jsonl")
         let run = try interrupt(["export", large.store, "--out", out], once: out + ".partial")
@@ -70,7 +71,7 @@ struct InterruptionAndProgressTests {
 
     @Test func import_stoppedByCtrlC_removesTheStoreItCreated_andExits130() throws {
         let large = Large.shared
-        let work = TemporaryDirectory("vaultlog-interrupt")
+        let work = TemporaryDirectory("vaultlog-interrupt", create: true)
         try FileManager.default.createDirectory(atPath: work.path, withIntermediateDirectories: true)
         let target = work.file("copy")
         let run = try interrupt(["import", large.export, target], once: target + "/data.mdb")
@@ -81,7 +82,7 @@ struct InterruptionAndProgressTests {
 
     @Test func progress_isDrawnOnATerminal_andNotIntoAPipe() throws {
         let large = Large.shared
-        let work = TemporaryDirectory("vaultlog-progress")
+        let work = TemporaryDirectory("vaultlog-progress", create: true)
         try FileManager.default.createDirectory(atPath: work.path, withIntermediateDirectories: true)
         let piped = try CLI.run(["export", large.store, "--out", work.file("piped.jsonl")])
         #expect(piped.status == 0 && !piped.stderr.contains("exporting"), "\(piped)")

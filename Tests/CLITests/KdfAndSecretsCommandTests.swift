@@ -3,13 +3,14 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import VaultLogTestSupport
 
 /// `vaultlog kdf`, Argon2id through `serve` and `demo`, and secrets kept off the command line
 /// and out of world-readable files.
 @Suite struct KdfAndSecretsCommandTests {
     /// Bitwarden's public KDF vectors, through the binary.
     @Test func kdf_printsBitwardensPublishedKeys() throws {
-        let dir = TemporaryDirectory("kdf")
+        let dir = TemporaryDirectory("kdf", create: true)
         let passwordFile = dir.file("pw")
         try "67t9b5g67$%Dh89n\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
 
@@ -52,7 +53,7 @@ import Testing
     /// state file is owner-only even under umask 000.
     @Test func serve_argon2idAccount_passwordNotInCmdline_stateFileOwnerOnly() async throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
-        let dir = TemporaryDirectory("serve-secrets")
+        let dir = TemporaryDirectory("serve-secrets", create: true)
         let statePath = dir.file("state.json")
         let password = "pw-serve-\(UUID().uuidString)"
         let process = Process()
@@ -108,7 +109,7 @@ import Testing
     }
 
     @Test func decrypt_readsTheKeyFromAFile() throws {
-        let dir = TemporaryDirectory("decrypt-key")
+        let dir = TemporaryDirectory("decrypt-key", create: true)
         let keyFile = dir.file("key")
         try "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Pw==\n"
             .write(toFile: keyFile, atomically: true, encoding: .utf8)
@@ -124,7 +125,7 @@ import Testing
     }
 
     @Test func demo_refusesPlainHTTPToAnotherMachine() throws {
-        let dir = TemporaryDirectory("demo-http")
+        let dir = TemporaryDirectory("demo-http", create: true)
         try "pw".write(toFile: dir.file("pw"), atomically: true, encoding: .utf8)
         let result = try CLI.run(["demo", "--server", "http://vault.example.com", "--email", "a@example.com",
                                   "--password-file", dir.file("pw"), "--dir", dir.file("store")])
@@ -137,7 +138,7 @@ import Testing
     /// password (the password file, the recorded scenario) are owner-only.
     @Test func demo_onAnArgon2idAccount_writesOwnerOnlySecretFiles() throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
-        let dir = TemporaryDirectory("demo-argon")
+        let dir = TemporaryDirectory("demo-argon", create: true)
         let store = dir.file("store"), recorded = dir.file("demo.json")
         let result = try CLI.run(via: "/bin/sh", ["-c", "umask 000; exec \"$0\" \"$@\"", binary, "demo", "--dir", store,
                                                   "--record", recorded, "--kdf", "argon2id", "--iterations", "2", "--memory", "16",

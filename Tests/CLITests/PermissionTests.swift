@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultLogTestSupport
 
 /// A store in a directory the user cannot write (a copy from another account, a read-only
 /// mount) or cannot read at all. CI runs as root, whom permissions do not stop, so the binary
@@ -32,7 +33,7 @@ import Testing
     @Test(.enabled(if: canDropPrivileges))
     func readOnlyDirectory_readingCommandsWork_writingIsRefused_andNothingChanges() throws {
         let fixture = StoreFixture.shared
-        let dir = TemporaryDirectory("vaultlog-readonly")
+        let dir = TemporaryDirectory("vaultlog-readonly", create: true)
         let store = dir.file("store")
         try fixture.copyStore(to: store)
         // Build lock.mdb as its owner would have it, then hand the directory to nobody read-only.
@@ -57,7 +58,7 @@ import Testing
     @Test(.enabled(if: canDropPrivileges))
     func unreadableDirectory_isNamedAsAPermissionProblem() throws {
         let fixture = StoreFixture.shared
-        let dir = TemporaryDirectory("vaultlog-unreadable")
+        let dir = TemporaryDirectory("vaultlog-unreadable", create: true)
         let store = dir.file("store")
         try fixture.copyStore(to: store)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: dir.path)

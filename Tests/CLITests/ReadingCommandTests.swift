@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import Testing
+import VaultLogTestSupport
 
 /// `info`, `events`, `pending`, `history` on a store made by OfflineSync, run through the
 /// built binary.
@@ -317,7 +318,7 @@ struct UserKeyCommandTests {
     let fixture = StoreFixture.shared
 
     @Test func writesAKeyFileThatOpensTheEvents_readableByTheOwnerOnly() throws {
-        let dir = TemporaryDirectory("vaultlog-user-key")
+        let dir = TemporaryDirectory("vaultlog-user-key", create: true)
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
         let file = dir.file("alice.key")
         let written = try CLI.run(["user-key", fixture.store, "--out", file] + fixture.passwordArgs)

@@ -10,6 +10,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// Kill test of the resolver: the emulator runs in a process of its own (`vaultlog serve`, one
 /// per flavour, workloads alternating between Bitwarden and Vaultwarden;
@@ -100,7 +101,7 @@ import VaultLogTesting
         let violations = try await onOwnThread { () -> [String] in
             let server = try ServeProcess(binary: binary)
             defer { server.stop() }
-            let dir = TemporaryDirectory("vaultlog-rkill-check")
+            let dir = TemporaryDirectory("vaultlog-rkill-check", create: true)
             let workload = try Workload(seed: Self.seed &+ 999, server: server, dir: dir)
             try workload.prepare(binary: binary)
             return try workload.violations(server: server)
@@ -117,7 +118,7 @@ import VaultLogTesting
         let start = Date()
         let servers = [try ServeProcess(binary: binary, flavor: "bitwarden"), try ServeProcess(binary: binary, flavor: "vaultwarden")]
         defer { for server in servers { server.stop() } }
-        let dir = TemporaryDirectory("vaultlog-rkill")
+        let dir = TemporaryDirectory("vaultlog-rkill", create: true)
         var rng = SplitMix64(seed: Self.seed)
         var summary = Summary()
         while summary.kills < Self.kills {
@@ -288,7 +289,7 @@ import VaultLogTesting
             }
             if let name = item["name"] as? String {
                 let handle = FileHandle(forWritingAtPath: touchesFile) ?? {
-                    FileManager.default.createFile(atPath: touchesFile, contents: nil)
+                    _ = FileManager.default.createFile(atPath: touchesFile, contents: nil)
                     return FileHandle(forWritingAtPath: touchesFile)!
                 }()
                 handle.seekToEndOfFile()

@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import OfflineSync
 import Testing
+import VaultLogTestSupport
 
 /// The binary's story commands: `demo`, `replay`, `simulate`, and their usage errors.
 @Suite struct StoryCommandTests {
@@ -11,7 +12,7 @@ import Testing
         .deletingLastPathComponent().appendingPathComponent("Fixtures/scenarios").path
 
     @Test func demo_tellsTheStory_leavesAVerifiableLog_andRecordsAReplayableScenario() throws {
-        let dir = TemporaryDirectory("demo")
+        let dir = TemporaryDirectory("demo", create: true)
         let store = dir.file("store")
         let recorded = dir.file("demo.json")
         let result = try CLI.run(["demo", "--dir", store, "--record", recorded])
@@ -44,7 +45,7 @@ import Testing
     /// first read gets the first line or few, where a block-buffered stdout would hand over the
     /// whole story (shorter than the 4 KiB buffer) at exit, in one piece.
     @Test func demo_throughAPipe_printsEachLineAsItHappens() throws {
-        let dir = TemporaryDirectory("demo-pipe")
+        let dir = TemporaryDirectory("demo-pipe", create: true)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try #require(CLI.binary))
         process.arguments = ["demo", "--dir", dir.file("store")]
@@ -61,7 +62,7 @@ import Testing
     }
 
     @Test func demo_thatCannotReachItsServer_leavesNoStoreBehind() throws {
-        let dir = TemporaryDirectory("demo-unreachable")
+        let dir = TemporaryDirectory("demo-unreachable", create: true)
         let password = dir.file("pw")
         try "pw".write(toFile: password, atomically: true, encoding: .utf8)
         let store = dir.file("store")
@@ -74,7 +75,7 @@ import Testing
     }
 
     @Test func demo_refusesAnExistingDirectory_andServerWithoutAccount() throws {
-        let dir = TemporaryDirectory("demo-existing")
+        let dir = TemporaryDirectory("demo-existing", create: true)
         let existing = try CLI.run(["demo", "--dir", dir.path])
         #expect(existing.status == 2, "\(existing)")
         #expect(existing.stderr.contains("already exists"))
@@ -101,7 +102,7 @@ import Testing
     }
 
     @Test func replay_brokenExpectation_exitsOneWithDiff() throws {
-        let dir = TemporaryDirectory("replay-broken")
+        let dir = TemporaryDirectory("replay-broken", create: true)
         // Break only the expectation: the server item is expected with a password never typed.
         let data = try Data(contentsOf: URL(fileURLWithPath: Self.scenarios + "/06-update-no-conflict.json"))
         var scenario = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
@@ -118,7 +119,7 @@ import Testing
     }
 
     @Test func replay_malformedScenario_exitsTwoNamingTheField() throws {
-        let dir = TemporaryDirectory("replay-malformed")
+        let dir = TemporaryDirectory("replay-malformed", create: true)
         let file = dir.file("bad.json")
         try #"{"format": 1, "name": "x", "steps": [{"ref": "a"}], "expect": {}}"#.write(toFile: file, atomically: true, encoding: .utf8)
         let result = try CLI.run(["replay", file])
@@ -153,7 +154,7 @@ import Testing
 @Suite struct DamagedStoreTests {
     @Test func truncatedCopy_exits4NamingTheTruncation_zeroFilled_exits4() throws {
         let fixture = StoreFixture.shared
-        let dir = TemporaryDirectory("damaged")
+        let dir = TemporaryDirectory("damaged", create: true)
         try fixture.copyStore(to: dir.file("cut"))
         let cut = (dir.file("cut") as NSString).appendingPathComponent("data.mdb")
         let handle = try #require(FileHandle(forWritingAtPath: cut))

@@ -5,23 +5,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import VaultLogTesting
-
-/// A fresh directory under the system temp dir, removed when released.
-final class TemporaryDirectory: Sendable {
-    let path: String
-
-    init(_ name: String = "vaultlog-cli") {
-        path = NSTemporaryDirectory() + "/\(name)-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
-
-    /// Kept when `VAULTLOG_KEEP_TEMP` is set, to look at a failing test's store by hand.
-    deinit {
-        if ProcessInfo.processInfo.environment["VAULTLOG_KEEP_TEMP"] == nil { try? FileManager.default.removeItem(atPath: path) }
-    }
-}
+import VaultLogTestSupport
 
 /// What one run of the binary produced.
 struct RunResult: CustomStringConvertible {
@@ -89,11 +73,11 @@ enum CLI {
     static func run(via executable: String, _ arguments: [String], stdin: String? = nil,
                     environment: [String: String] = [:]) throws -> RunResult {
         let binary = executable
-        let dir = TemporaryDirectory("vaultlog-run")
+        let dir = TemporaryDirectory("vaultlog-run", create: true)
         let outPath = dir.file("stdout"), errPath = dir.file("stderr"), inPath = dir.file("stdin")
-        FileManager.default.createFile(atPath: outPath, contents: nil)
-        FileManager.default.createFile(atPath: errPath, contents: nil)
-        FileManager.default.createFile(atPath: inPath, contents: Data((stdin ?? "").utf8))
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: inPath, contents: Data((stdin ?? "").utf8))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
@@ -119,7 +103,7 @@ final class StoreFixture: Sendable {
     static let userB = "user-b"
     static let baseRevision = "2026-01-01T00:00:00.0000000Z"
 
-    let dir = TemporaryDirectory("vaultlog-store")
+    let dir = TemporaryDirectory("vaultlog-store", create: true)
     let userKey = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 41))
     let otherUserKey = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 42))
 

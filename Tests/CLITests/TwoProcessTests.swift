@@ -6,6 +6,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// One store opened by two processes at once, as an iOS app and its autofill extension do:
 /// real child processes (`vaultlog stress-writer`, `vaultlog compact`) beside this test process
@@ -146,7 +147,7 @@ import VaultLogTesting
         let store = try VaultLogStore(path: fixture.store)
         store.unlock(userId: HistoryFixture.userId, userKey: fixture.userKey)
         // Events of the last day stay: the writer's; the fixture's (2026-01-01) go, in small steps.
-        let result = try await store.compactBlocking(userId: HistoryFixture.userId, policy: RetentionPolicy(keepDays: 1, keepVersions: 1),
+        let result = try await store.compact(userId: HistoryFixture.userId, policy: RetentionPolicy(keepDays: 1, keepVersions: 1),
                                        eventsPerTransaction: 100)
         #expect(result.transactions > 5 && result.counts.removedEvents >= 2000, "\(result)")
         store.close()
@@ -160,7 +161,7 @@ import VaultLogTesting
     /// and never repeats a value.
     @Test func pendingCountStream_seesAnotherProcessesSave_withinASecond() async throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
-        let dir = TemporaryDirectory("vaultlog-two-stream")
+        let dir = TemporaryDirectory("vaultlog-two-stream", create: true)
         let writerKey = try Self.writerKey(in: dir)
         let path = dir.file("store")
         let store = try VaultLogStore(path: path)
@@ -193,7 +194,7 @@ import VaultLogTesting
     /// within each process, the local store holds each pending item's latest version.
     @Test func interleavedSavesFromTwoProcesses_areAllThere() async throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
-        let dir = TemporaryDirectory("vaultlog-two-writers")
+        let dir = TemporaryDirectory("vaultlog-two-writers", create: true)
         let writerKey = try Self.writerKey(in: dir)
         let path = dir.file("store")
         let writers = try (0..<2).map { n in

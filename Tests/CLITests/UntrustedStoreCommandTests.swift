@@ -7,6 +7,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// The reading commands on stores edited with LMDB directly (a copied envelope, a forged
 /// pending checkpoint) and on an import ending at sequence 2^64 − 1: a clear error or a clean
@@ -19,10 +20,10 @@ struct UntrustedStoreCommandTests {
     /// not hang it).
     func run(_ arguments: [String], seconds: Double = 60) throws -> (result: RunResult, hung: Bool) {
         let binary = try #require(CLI.binary, "build the vaultlog binary first")
-        let dir = TemporaryDirectory("vaultlog-run")
+        let dir = TemporaryDirectory("vaultlog-run", create: true)
         let outPath = dir.file("stdout"), errPath = dir.file("stderr")
-        FileManager.default.createFile(atPath: outPath, contents: nil)
-        FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
@@ -43,7 +44,7 @@ struct UntrustedStoreCommandTests {
     /// A copy of the fixture store with event 3 (user A's) also stored under key 20 and listed
     /// in user A's index there.
     func copyWithMovedEnvelope() throws -> TemporaryDirectory {
-        let copy = TemporaryDirectory("vaultlog-moved")
+        let copy = TemporaryDirectory("vaultlog-moved", create: true)
         try fixture.copyStore(to: copy.path)
         let environment = try Environment(path: copy.path)
         defer { environment.close() }
@@ -76,7 +77,7 @@ struct UntrustedStoreCommandTests {
     }
 
     @Test func forgedPendingCheckpoint_verifyExits1NamingTheUser() throws {
-        let copy = TemporaryDirectory("vaultlog-forged")
+        let copy = TemporaryDirectory("vaultlog-forged", create: true)
         try fixture.copyStore(to: copy.path)
         do {
             let environment = try Environment(path: copy.path)
@@ -97,7 +98,7 @@ struct UntrustedStoreCommandTests {
     }
 
     @Test func importEndingAtTheLastSequence_readsCleanly() throws {
-        let work = TemporaryDirectory("vaultlog-max")
+        let work = TemporaryDirectory("vaultlog-max", create: true)
         let export = try run(["export", fixture.store])
         #expect(export.result.status == 0, "\(export.result)")
         var lines = export.result.stdout.split(separator: "\n").map(String.init)

@@ -5,6 +5,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// Kill test of the writer (SQLite's crash tests, in spirit): a child process saves offline
 /// edits and acknowledges each durable one; the parent SIGKILLs it at random moments, reopens
@@ -38,7 +39,7 @@ import VaultLogTesting
     /// The kill rounds; returns every problem found (tests record them on the test's task).
     static func killLoop(binary: String) throws -> [String] {
         var problems: [String] = []
-        let dir = TemporaryDirectory("vaultlog-kill")
+        let dir = TemporaryDirectory("vaultlog-kill", create: true)
         let storePath = dir.file("store")
         let keyFile = dir.file("user.key")
         let key = SymmetricCryptoKey.generate(using: SeededRandomSource(seed: 5))

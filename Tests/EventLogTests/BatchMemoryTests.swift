@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import VaultCrypto
 @testable import EventLog
+import VaultLogTestSupport
 
 /// Batches of 64 events or more are sealed on all cores into a temporary buffer; the buffer's
 /// envelopes must be released after they are copied out (they were not: about 2 KB per event

@@ -4,6 +4,7 @@ import LMDB
 import VaultCrypto
 @testable import EventLog
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// `append(batches:)` seals the next batch on other threads while the current one commits. The
 /// log it leaves must be the one the same batches appended one call at a time leave, byte for

@@ -3,6 +3,7 @@ import Foundation
 import LMDB
 import VaultCrypto
 @testable import EventLog
+import VaultLogTestSupport
 
 /// Envelope format 2: each user's events are chained by their MACs and a sealed head record
 /// holds the user's last sequence and chain value, so `verify` reports an event removed from

@@ -4,6 +4,7 @@ import LMDB
 import VaultCrypto
 @testable import EventLog
 import VaultLogTesting
+import VaultLogTestSupport
 
 func openStore(_ dir: TemporaryDirectory, mapSize: Int? = nil, seed: UInt64 = 7, itemIndexMergeInterval: Int? = nil) throws -> EventLogStore {
     var options = EventLogOptions()
@@ -215,6 +216,12 @@ let keyB = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSo
         #expect(throws: EnvelopeError.self) {
             try store.read { reader in try reader.mappedEvents(userId: "user-a", after: 1, limit: 10).forEach { _ = try $0.open(userId: "user-a", key: keyA) } }
         }
+        let inPlace = try store.read { reader in
+            try reader.mapEventsInPlace(userId: "user-a", after: 1, limit: 10, key: keyA, parallelThreshold: 256) { event, _ in
+                (sequence: event.sequence, refused: (try? event.header.get()) == nil)
+            }
+        }
+        #expect(inPlace.map(\.sequence) == [2] && inPlace.map(\.refused) == [true], "lent in place: the header is the refusal")
         let b = try store.read { try $0.envelopes(userId: "user-b", after: 0, limit: 10) }
         #expect(b.map(\.header.userId) == ["user-b"])
     }
@@ -244,6 +251,36 @@ let keyB = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSo
             }
         }
         #expect(try store.read { try $0.mappedEvents(userId: "user-a", after: 1, limit: 2).map(\.sequence) } == [2, 3])
+        // Lent in place to a closure (serially, and on all cores with a threshold of 1): the
+        // same headers and plaintexts, owned by what leaves the read; and the two ends of a
+        // body decrypted alone are the ends of its plaintext.
+        for threshold in [256, 1] {
+            let lent = try store.read { reader in
+                try reader.mapEventsInPlace(userId: "user-a", after: 0, limit: 10, key: keyA, parallelThreshold: threshold) { event, decryptor in
+                    let ends = try? event.withDecryptedEnds(headBlocks: 1, tailBlocks: 1, decryptor: &decryptor) { head, tail, count in
+                        (head: Array(head), tail: Array(tail), count: count)
+                    }
+                    let plaintext = event.plaintext()
+                    let failure: String? = switch plaintext {
+                    case .success: nil
+                    case .failure(let error): "\(error)"
+                    }
+                    return (header: try? event.header.get(), bytes: try? plaintext.get(), failure: failure, ends: ends)
+                }
+            }
+            #expect(lent.map { $0.header } == copies.map { Optional($0.header) })
+            #expect(lent.contains { ($0.ends ?? nil) != nil }, "ends were decrypted alone")
+            for (copy, event) in zip(copies, lent) {
+                if let bytes = event.bytes {
+                    #expect(bytes == (try copy.open(key: keyA)))
+                    if let ends = event.ends ?? nil {
+                        #expect(ends.count == bytes.count && ends.head == Array(bytes.prefix(16)) && Array(bytes.suffix(ends.tail.count)) == ends.tail)
+                    }
+                } else {
+                    #expect(event.failure == "\(EnvelopeError.authenticationFailed(sequence: 3))" && copy.header.sequence == 3)
+                }
+            }
+        }
     }
 
     /// The previous MAC is kept inline but reads, compares, hashes and codes as the array it

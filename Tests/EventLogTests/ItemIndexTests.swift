@@ -4,6 +4,7 @@ import LMDB
 import VaultCrypto
 @testable import EventLog
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// An event's entry under its user and item is written in merges, after the event: one item's
 /// events are the index up to `itemIndexedThrough` and the headers after it. Whatever the

@@ -3,6 +3,7 @@ import Foundation
 import LMDB
 import VaultCrypto
 @testable import EventLog
+import VaultLogTestSupport
 
 /// Bytes an attacker (or a bad copy) can put in the file: every read gives an error naming the
 /// record, never a hang, a trap or a changed store.

@@ -3,6 +3,7 @@ import Foundation
 import LMDB
 import VaultCrypto
 @testable import EventLog
+import VaultLogTestSupport
 
 /// A user's events are walked through the index with one cursor over the events, stepping to
 /// the next entry when the sequence follows the previous one and searching otherwise. These

@@ -20,7 +20,7 @@ let fuzzTargets: [(name: String, products: [String])] = [
     ("FuzzEnvelope", ["EventLog", "OfflineSync", "VaultCrypto"]),
     ("FuzzScenario", ["Replay"]),
     ("FuzzRecordedLog", ["Replay", "OfflineSync", "EventLog"]),
-    ("FuzzEmulatorRequest", ["BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting"]),
+    ("FuzzEmulatorRequest", ["BitwardenEmulator", "VaultCrypto", "VaultJSON", "VaultModel", "VaultLogTesting"]),
 ]
 
 let package = Package(

@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import Synchronization
 @testable import LMDB
+import VaultLogTestSupport
 
 @Suite struct EnvironmentTests {
     func key(_ n: UInt64) -> [UInt8] { withUnsafeBytes(of: n.bigEndian) { Array($0) } }

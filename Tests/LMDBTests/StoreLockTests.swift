@@ -2,6 +2,7 @@ import Foundation
 import LMDB
 import Synchronization
 import Testing
+import VaultLogTestSupport
 
 /// The store's lock file (`vaultlog.lock`): every open holds it shared, a file rewrite
 /// exclusively; a rewrite is refused while any open exists and an open waits for a rewrite.

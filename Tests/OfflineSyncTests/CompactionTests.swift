@@ -6,6 +6,7 @@ import VaultModel
 import LMDB
 @testable import OfflineSync
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// Retention and snapshot compaction: what a compacted log still answers, what it refuses,
 /// and that pending items are never touched.
@@ -139,7 +140,7 @@ import VaultLogTesting
         let change = try #require(try h.pending("server-Bank"))
         #expect(change.offlinePasswordChangeCount == 7)
         h.clock.advance(by: 86_400)
-        let result = try await h.store.compactBlocking(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
+        let result = try await h.store.compact(userId: h.userId, policy: RetentionPolicy(keepDays: 0, keepVersions: 1))
         #expect(result.plan.horizon == (try h.store.log.lastSequence()), "nothing holds the horizon back")
         #expect(result.plan.carriedEvents == 7)
         #expect(try h.store.events(userId: h.userId).isEmpty)

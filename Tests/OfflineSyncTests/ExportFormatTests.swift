@@ -5,6 +5,7 @@ import VaultModel
 import Testing
 @testable import OfflineSync
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// The export line format shared by `vaultlog import`, the replay of recorded logs and the fuzz
 /// targets: per-line parsing and its error reasons.

@@ -3,6 +3,7 @@ import OfflineSync
 import Testing
 import VaultCrypto
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// Apps name their store with a URL (Application Support); tools with a path. Both open the
 /// same store.

@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import EventLog
 import VaultCrypto
+import VaultJSON
 import VaultModel
 @testable import OfflineSync
 import VaultLogTesting

@@ -4,6 +4,7 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// The server rejected the request (Bitwarden's `ServerError`: an error model in the body).
 struct TestServerError: ClassifiedServerError, Equatable {

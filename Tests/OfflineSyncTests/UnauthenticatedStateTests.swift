@@ -6,6 +6,7 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// Nothing unauthenticated steers an unlocked vault: the unsealed pending checkpoint and bytes
 /// copied around inside `data.mdb` are edited here with LMDB directly, as anyone holding the

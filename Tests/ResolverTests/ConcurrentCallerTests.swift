@@ -6,6 +6,7 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// Many callers at once: syncs from a timer and from pull-to-refresh together, saves while a
 /// resolution runs, another device's change that keeps the name, and a save from a screen that
@@ -49,7 +50,7 @@ import VaultLogTesting
     /// The lock file tells a run whether the previous one died holding it (its requests may
     /// still be in flight: the run waits `settleAfterInterruptedRun` first).
     @Test func resolutionLock_tellsWhetherThePreviousHolderDied() async throws {
-        let dir = TemporaryDirectory("resolution-lock")
+        let dir = TemporaryDirectory("resolution-lock", create: true)
         let path = dir.path + "/resolve-test.lock"
         let first = try #require(try await FileLock.acquire(path: path, wait: false))
         #expect(!first.previousHolderDied)

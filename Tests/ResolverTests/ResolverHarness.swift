@@ -7,6 +7,7 @@ import VaultCrypto
 import VaultModel
 @testable import OfflineSync
 import VaultLogTesting
+import VaultLogTestSupport
 
 /// A simulated crash: thrown from an `EffectObservingServer`, it stops the run without recording.
 struct SimulatedCrash: ResolutionInterruption {}
@@ -49,7 +50,7 @@ final class ResolverHarness: @unchecked Sendable {
         try emulator.createAccount(email: harnessEmail, password: "correct horse battery staple", iterations: 5000)
         let client = BitwardenClient(configuration: .selfHosted(url))
         let login = try await client.login(email: harnessEmail, password: "correct horse battery staple")
-        let dir = TemporaryDirectory("resolver")
+        let dir = TemporaryDirectory("resolver", create: true)
         let store = try openStore(dir.path, clock: clock, seed: seed)
         store.unlock(userId: login.userId, userKey: login.userKey)
         return ResolverHarness(dir: dir, clock: clock, emulator: emulator, client: client, userId: login.userId,
@@ -178,16 +179,6 @@ final class ResolverHarness: @unchecked Sendable {
 struct HarnessError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// A temporary directory removed when released.
-final class TemporaryDirectory: Sendable {
-    let path: String
-    init(_ prefix: String) {
-        path = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString)"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
 /// A server port that runs `hook` once before forwarding the first call named `trigger`

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
+import VaultJSON
 @testable import VaultModel
 import VaultLogTesting
 

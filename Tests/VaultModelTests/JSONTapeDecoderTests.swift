@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
+@testable import VaultJSON
 import VaultLogTesting
 @testable import VaultModel
 

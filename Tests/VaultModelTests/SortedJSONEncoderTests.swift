@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
+@testable import VaultJSON
 import VaultLogTesting
 @testable import VaultModel
 
@@ -84,8 +85,8 @@ struct SortedJSONEncoderTests {
         try Self.expectSame([UInt8.max])
         try Self.expectSame([Int32.min])
         var random = SplitMix64(seed: 0xF10A7)
-        var doubles: [Double] = [0, -0.0, 1, -1, 1.5, 0.1, 1e15, 1e16, 1e20, 1e21, 1e-5, 1e-7, 5e-324,
-                                 .greatestFiniteMagnitude, .leastNormalMagnitude, 9007199254740993, 123456789012]
+        var doubles: [Double] = [0, -0.0, 1, -1, 1.5, 0.1, 1e15, 1e16, 1e20, 1e21, 1e-5, 1e-7, .leastNonzeroMagnitude,
+                                 .greatestFiniteMagnitude, .leastNormalMagnitude, 9007199254740992, 123456789012]
         for _ in 0..<2000 { doubles.append(Double(bitPattern: random.next())) }
         try Self.expectSame(doubles.filter(\.isFinite))
         try Self.expectSame(doubles.filter(\.isFinite).map { Float($0) }.filter(\.isFinite))

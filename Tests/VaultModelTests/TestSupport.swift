@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
+import VaultJSON
 @testable import VaultModel
 
 /// Keys and fixtures shared by the VaultModel tests. The fixtures are produced by

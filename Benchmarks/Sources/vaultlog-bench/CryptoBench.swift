@@ -3,14 +3,15 @@ import Foundation
 import Glibc
 #endif
 import VaultCrypto
+import VaultJSON
 import VaultModel
 
 /// Group 5, crypto: EncString encrypt/decrypt of a typical login cipher (ops/s, every field of
 /// the cipher) and of 4 KiB (MB/s), against the machine's floor for the same work:
 /// `openssl speed -evp aes-256-cbc` plus `openssl speed -hmac sha256` on 4 KiB blocks, run in
 /// the same process run, interleaved with the EncString rounds. The floor for encrypt-then-MAC
-/// is 1 / (1/AES + 1/HMAC). Also the encrypted cipher's JSON encoding (`SortedJSONEncoder`
-/// against `JSONEncoder`).
+/// is 1 / (1/AES + 1/HMAC). Also the encrypted cipher's JSON, written (`SortedJSONEncoder`
+/// against `JSONEncoder`) and read (`JSONTapeDecoder` against `JSONDecoder`).
 func runCryptoBench(quick: Bool, results: Results) throws {
     let rounds = quick ? 3 : 5
     let opensslSeconds = quick ? 1 : 2
@@ -23,6 +24,8 @@ func runCryptoBench(quick: Bool, results: Results) throws {
                                            uris: [LoginUriView(uri: "https://bank.example.com/login")]))
     let serializedBlock = EncString.encrypt(block, key: key).serializedBytes
     let encryptedCipher = try view.encrypt(userKey: key)
+    let cipherJSON = try SortedJSONEncoder().encode(encryptedCipher)
+    let cipherData = Data(cipherJSON)
 
     var aesFloor: [Double] = [], hmacFloor: [Double] = []
     let stats = try interleave(rounds: rounds, [
@@ -35,6 +38,11 @@ func runCryptoBench(quick: Bool, results: Results) throws {
             let foundation = JSONEncoder()
             foundation.outputFormatting = [.sortedKeys]
             return try opsPerSecond(window: window) { _ = try foundation.encode(encryptedCipher) }
+        }),
+        ("json_decode_cipher", { try opsPerSecond(window: window) { _ = try JSONTapeDecoder().decode(Cipher.self, from: cipherJSON) } }),
+        ("json_decode_cipher_foundation", {
+            let foundation = JSONDecoder()
+            return try opsPerSecond(window: window) { _ = try foundation.decode(Cipher.self, from: cipherData) }
         }),
         ("openssl", {
             aesFloor.append(try opensslSpeed(["-evp", "aes-256-cbc"], seconds: opensslSeconds))
@@ -57,7 +65,13 @@ func runCryptoBench(quick: Bool, results: Results) throws {
     results.add(Figure(group: "crypto", bench: "cipher_json_encode", metric: "throughput", unit: "ops/s", value: stats["json_cipher"]!,
                        baseline: "jsonencoder_sorted_keys", baselineValue: stats["json_cipher_foundation"]!,
                        ratio: stats["json_cipher"]!.median / stats["json_cipher_foundation"]!.median,
-                       extra: ["bytes": json(Double(try SortedJSONEncoder().encode(encryptedCipher).count))]))
+                       extra: ["bytes": json(Double(cipherJSON.count))]))
+    // The same JSON read back into a `Cipher` (every fold's snapshots, checkpoints, local
+    // copies, the server's replies), against `JSONDecoder`; the same result (tested).
+    results.add(Figure(group: "crypto", bench: "cipher_json_decode", metric: "throughput", unit: "ops/s", value: stats["json_decode_cipher"]!,
+                       baseline: "jsondecoder", baselineValue: stats["json_decode_cipher_foundation"]!,
+                       ratio: stats["json_decode_cipher"]!.median / stats["json_decode_cipher_foundation"]!.median,
+                       extra: ["bytes": json(Double(cipherJSON.count))]))
     for name in ["encrypt_cipher", "decrypt_cipher"] {
         results.add(Figure(group: "crypto", bench: "encstring_\(name)", metric: "throughput", unit: "ops/s", value: stats[name]!,
                            extra: ["fields": "\"name, notes, username, password, uri\""]))

@@ -2,6 +2,7 @@ import EventLog
 import Foundation
 import LMDB
 import OfflineSync
+import VaultJSON
 import VaultModel
 import VaultCrypto
 

@@ -52,7 +52,7 @@ struct CLIError: Error, CustomStringConvertible {
             switch error {
             case .storage(_, let lmdb):
                 return lmdbError(lmdb, dataFile: dataFile)
-            default:
+            case .newerStoreFormat, .corruptMetadata, .checkpoint, .headRecord, .snapshot, .sequenceSpaceExhausted:
                 return .storage("\(dataFile): \(error)")
             }
         case let error as LMDBError:
@@ -65,7 +65,9 @@ struct CLIError: Error, CustomStringConvertible {
             switch error {
             case .vaultLocked, .unknownAccount: return .key("\(error)")
             case .compacted: return .usage("\(error)")
-            default: return .storage("\(dataFile): \(error)")
+            case .corruptEvent, .missingCipherId, .corruptLocalCipher, .corruptCheckpoint, .corruptAccount,
+                 .pendingChangesNotResolved, .notAFileLocation, .storeNotEmpty, .resolutionLock:
+                return .storage("\(dataFile): \(error)")
             }
         case let error as VaultCryptoError:
             return .key("\(error)")

@@ -7,6 +7,7 @@ import BitwardenEmulator
 import CFuzzerDriver
 import Foundation
 import VaultCrypto
+import VaultJSON
 import VaultModel
 import VaultLogTesting
 

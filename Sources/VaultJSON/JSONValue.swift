@@ -157,7 +157,7 @@ public struct JSONObject: Hashable, Sendable, Codable, Sequence, ExpressibleByDi
 
     /// Decoding through `Codable`: `JSONDecoder` gives no source order, so keys are sorted to
     /// be at least deterministic.
-    init(from container: KeyedDecodingContainer<AnyCodingKey>) throws {
+    package init(from container: KeyedDecodingContainer<AnyCodingKey>) throws {
         for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
             self[key.stringValue] = try container.decode(JSONValue.self, forKey: key)
         }
@@ -176,18 +176,18 @@ public struct JSONObject: Hashable, Sendable, Codable, Sequence, ExpressibleByDi
 }
 
 /// A coding key for any string, used to read and write objects whose keys are not all known.
-struct AnyCodingKey: CodingKey, Hashable, ExpressibleByStringLiteral {
-    let stringValue: String
-    var intValue: Int? { nil }
-    init(_ string: String) { stringValue = string }
-    init(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { stringValue = String(intValue) }
-    init(stringLiteral value: String) { stringValue = value }
+package struct AnyCodingKey: CodingKey, Hashable, ExpressibleByStringLiteral {
+    package let stringValue: String
+    package var intValue: Int? { nil }
+    package init(_ string: String) { stringValue = string }
+    package init(stringValue: String) { self.stringValue = stringValue }
+    package init?(intValue: Int) { stringValue = String(intValue) }
+    package init(stringLiteral value: String) { stringValue = value }
 }
 
 extension KeyedDecodingContainer where K == AnyCodingKey {
     /// Decodes `key` if present and not null.
-    func optional<T: Decodable>(_ key: String, as type: T.Type = T.self) throws -> T? {
+    package func optional<T: Decodable>(_ key: String, as type: T.Type = T.self) throws -> T? {
         try decodeIfPresent(T.self, forKey: AnyCodingKey(key))
     }
 
@@ -195,7 +195,7 @@ extension KeyedDecodingContainer where K == AnyCodingKey {
     /// `decoder` is the one this container came from: a ``JSONTapeDecoder`` lists its keys
     /// straight from the text (`allKeys` through the type-erased container casts every key
     /// twice, which was most of the cost of decoding a cipher).
-    func unknownFields(known: Set<String>, in decoder: any Decoder) throws -> [String: JSONValue] {
+    package func unknownFields(known: Set<String>, in decoder: any Decoder) throws -> [String: JSONValue] {
         let keys = (decoder as? TapeDecoder).map { $0.tape.keys(of: $0.node) } ?? allKeys.map(\.stringValue)
         var unknown: [String: JSONValue] = [:]
         for key in keys where !known.contains(key) {
@@ -207,7 +207,7 @@ extension KeyedDecodingContainer where K == AnyCodingKey {
 
 extension KeyedEncodingContainer where K == AnyCodingKey {
     /// Writes `value`, or an explicit `null` when it is nil (the server's own shape).
-    mutating func put<T: Encodable>(_ value: T?, _ key: String) throws {
+    package mutating func put<T: Encodable>(_ value: T?, _ key: String) throws {
         if let value {
             try encode(value, forKey: AnyCodingKey(key))
         } else {
@@ -216,7 +216,7 @@ extension KeyedEncodingContainer where K == AnyCodingKey {
     }
 
     /// Writes the carried unknown fields, skipping any name that is now a known field.
-    mutating func putUnknown(_ unknown: [String: JSONValue], known: Set<String>) throws {
+    package mutating func putUnknown(_ unknown: [String: JSONValue], known: Set<String>) throws {
         for key in unknown.keys.sorted() where !known.contains(key) {
             try encode(unknown[key]!, forKey: AnyCodingKey(key))
         }

@@ -1,0 +1,175 @@
+import EventLog
+import Foundation
+import VaultCrypto
+import VaultJSON
+import VaultModel
+
+// The canonical bytes of stored bodies, in one place: how an operation body and an outcome body
+// are encoded, and the readers that take the small fields of a canonical body without the JSON
+// decoder (a whole body, or only its two ends decrypted where LMDB maps it).
+extension VaultEvent {
+    /// What a fold needs of an operation that a later operation on the same item supersedes:
+    /// its time, base revision and password flag, with `placeholder` for the snapshot. Read by
+    /// scanning the canonical body (`{"at":…,["baseRevisionDate":…,]"cipher":{…},
+    /// "passwordChanged":…,"v":1}`, sorted keys as ``encode(_:)`` writes) without decoding the
+    /// cipher; nil for any other shape (the caller then decodes it fully).
+    static func operationSummary(header: EventHeader, plaintext: [UInt8], placeholder: Cipher) -> VaultEvent? {
+        guard let type = VaultEventType(rawValue: header.eventType), type.isOperation,
+              let fields = operationFields(plaintext) else { return nil }
+        return VaultEvent(header: header, type: type,
+                          body: .operation(OperationBody(cipher: placeholder, passwordChanged: fields.passwordChanged,
+                                                         baseRevisionDate: fields.baseRevisionDate, at: fields.at)))
+    }
+
+    /// An outcome body with nothing but its time, in the canonical form (`{"at":"…","v":1}`, a
+    /// date of 28 characters), read without the JSON decoder: what most outcomes are (every
+    /// `resolved`), and the decoder's keyed reads of the seventeen optional fields cost a fold
+    /// about as much as all the rest of such an event. Nil for any other body (decode it).
+    static func bareOutcome(_ plaintext: [UInt8]) -> OutcomeBody? {
+        let prefix: StaticString = "{\"at\":", suffix: StaticString = ",\"v\":1}"
+        let dateEnd = prefix.utf8CodeUnitCount + BitwardenDate.canonicalLength + 2
+        guard plaintext.count == dateEnd + suffix.utf8CodeUnitCount else { return nil }
+        return plaintext.withUnsafeBytes { p -> OutcomeBody? in
+            guard memcmp(p.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0,
+                  memcmp(p.baseAddress! + dateEnd, suffix.utf8Start, suffix.utf8CodeUnitCount) == 0,
+                  let at = canonicalQuotedDate(p, at: prefix.utf8CodeUnitCount) else { return nil }
+            return OutcomeBody(at: at)
+        }
+    }
+
+    /// A date of the canonical length written as a JSON string at `offset` (its opening quote)
+    /// in `bytes`, closed by a quote; nil otherwise. No byte of it can be a quote or a backslash
+    /// once it reads as a date (the date parsers take only digits and `-+:.TtZz`), so a JSON
+    /// decoder reads the same date there and nothing is scanned for escapes.
+    static func canonicalQuotedDate(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> BitwardenDate? {
+        let end = offset + 1 + BitwardenDate.canonicalLength
+        guard end < bytes.count, bytes[offset] == UInt8(ascii: "\""), bytes[end] == UInt8(ascii: "\"") else { return nil }
+        return try? BitwardenDate(utf8: UnsafeRawBufferPointer(rebasing: bytes[(offset + 1)..<end]))
+    }
+
+    /// The small fields of a canonical operation body and where its cipher's JSON object is,
+    /// read without decoding the cipher; nil for any other shape.
+    static func operationFields(_ plaintext: [UInt8]) -> OperationFields? {
+        plaintext.withUnsafeBytes { operationFields(head: $0, tail: $0, count: $0.count) }
+    }
+
+    /// ``operationFields(_:)`` from the two ends of a body only: `head` its first bytes, `tail`
+    /// its last bytes, `count` its length (the bytes between are not needed: the small fields
+    /// come before the cipher's JSON and after it). Nil as well when a field runs past `head`
+    /// (then read the whole body).
+    static func operationFields(head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer, count: Int) -> OperationFields? {
+        let tailStart = count - tail.count
+        /// Whether `literal` is at `offset`, wholly inside one of the two ends.
+        func starts(_ literal: StaticString, at offset: Int) -> Bool {
+            let n = literal.utf8CodeUnitCount
+            if offset >= 0, offset + n <= head.count { return memcmp(head.baseAddress! + offset, literal.utf8Start, n) == 0 }
+            if offset >= tailStart, offset + n <= count { return memcmp(tail.baseAddress! + (offset - tailStart), literal.utf8Start, n) == 0 }
+            return false
+        }
+        /// A date written as a JSON string without escapes starting at `offset` (at its opening
+        /// quote) inside `head`, and where it ends.
+        func date(at offset: Int) -> (BitwardenDate, end: Int)? {
+            guard offset < head.count, head[offset] == UInt8(ascii: "\"") else { return nil }
+            if let date = canonicalQuotedDate(head, at: offset) { return (date, offset + BitwardenDate.canonicalLength + 2) }
+            var i = offset + 1
+            while i < head.count, head[i] != UInt8(ascii: "\""), head[i] != UInt8(ascii: "\\") { i += 1 }
+            guard i < head.count, head[i] == UInt8(ascii: "\""),
+                  let date = try? BitwardenDate(utf8: UnsafeRawBufferPointer(rebasing: head[(offset + 1)..<i])) else { return nil }
+            return (date, i + 1)
+        }
+        guard starts("{\"at\":", at: 0), let (at, afterAt) = date(at: 6) else { return nil }
+        var offset = afterAt
+        var base: BitwardenDate?
+        if starts(",\"baseRevisionDate\":", at: offset) {
+            guard let (date, end) = date(at: offset + 20) else { return nil }
+            base = date
+            offset = end
+        }
+        guard starts(",\"cipher\":{", at: offset) else { return nil }
+        let passwordChanged: Bool
+        let cipherEnd: Int
+        if starts("},\"passwordChanged\":true,\"v\":1}", at: count - 31) {
+            passwordChanged = true
+            cipherEnd = count - 30
+        } else if starts("},\"passwordChanged\":false,\"v\":1}", at: count - 32) {
+            passwordChanged = false
+            cipherEnd = count - 31
+        } else {
+            return nil
+        }
+        guard offset + 10 <= cipherEnd else { return nil }
+        return OperationFields(at: at, baseRevisionDate: base, passwordChanged: passwordChanged, cipher: (offset + 10)..<cipherEnd)
+    }
+
+    /// What ``operationFields(_:)`` reads.
+    struct OperationFields: Sendable {
+        var at: BitwardenDate
+        var baseRevisionDate: BitwardenDate?
+        var passwordChanged: Bool
+        /// Where the cipher's JSON object is in the body.
+        var cipher: Range<Int>
+    }
+
+    /// Encodes a body for appending.
+    static func encode(_ body: Body) throws -> [UInt8] {
+        switch body {
+        case .operation(let op): return try encodeOperation(op, cipherJSON: encodeCipher(op.cipher))
+        case .outcome(let outcome): return try canonicalEncoder().encode(outcome)
+        }
+    }
+
+    /// The encoder of stored bodies: sorted keys, the canonical shape
+    /// ``operationSummary(header:plaintext:placeholder:)`` reads (byte for byte what
+    /// `JSONEncoder` with `.sortedKeys` writes).
+    static func canonicalEncoder() -> SortedJSONEncoder {
+        SortedJSONEncoder()
+    }
+
+    /// A cipher's JSON as a stored operation body holds it (and the local item cache, which
+    /// then stores the same bytes without encoding the cipher a second time).
+    static func encodeCipher(_ cipher: Cipher) throws -> [UInt8] {
+        try canonicalEncoder().encode(cipher)
+    }
+
+    /// The operation body's JSON with `cipherJSON` (``encodeCipher(_:)`` of `op.cipher`) spliced
+    /// in where the encoder puts it: byte for byte what encoding `op` whole gives (tested), at
+    /// the cost of encoding the four small fields. The cipher is most of a save's encoding.
+    static func encodeOperation(_ op: OperationBody, cipherJSON: [UInt8]) throws -> [UInt8] {
+        /// `OperationBody` without its cipher: `{"at":…,["baseRevisionDate":…,]"passwordChanged":…,"v":…}`.
+        struct Rest: Encodable {
+            var at: BitwardenDate
+            var baseRevisionDate: BitwardenDate?
+            var passwordChanged: Bool
+            var v: Int
+        }
+        let rest = try canonicalEncoder().encode(Rest(at: op.at, baseRevisionDate: op.baseRevisionDate,
+                                                      passwordChanged: op.passwordChanged, v: op.v))
+        let marker = Array(",\"passwordChanged\":".utf8)
+        guard let split = rest.firstRange(of: marker)?.lowerBound else {
+            preconditionFailure("the encoder wrote an operation body without passwordChanged")
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(rest.count + cipherJSON.count + 10)
+        out += rest[..<split]
+        out += Array(",\"cipher\":".utf8)
+        out += cipherJSON
+        out += rest[split...]
+        return out
+    }
+
+    /// The small fields of a canonical operation body, from its ends only (``headBlocks`` and
+    /// ``tailBlocks`` AES blocks decrypted where LMDB maps the event); nil when the body is too
+    /// short or not of that shape (read it whole). Throws why the body cannot be read.
+    static func operationFields(_ event: borrowing EventInPlace, decryptor: inout KeyedAESCBC.BlockDecryptor?) throws -> OperationFields? {
+        try event.withDecryptedEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, decryptor: &decryptor) { head, tail, count in
+            operationFields(head: head, tail: tail, count: count)
+        }
+    }
+
+    /// AES blocks decrypted at the start of an operation's body: its date and base revision and
+    /// the cipher's opening (97 bytes with two canonical dates, 107 with two dates of 33
+    /// characters; a longer head is read from the whole body).
+    static let headBlocks = 8
+    /// AES blocks decrypted at its end: the password flag, the version and up to 16 bytes of padding.
+    static let tailBlocks = 3
+}
