@@ -185,7 +185,7 @@ let package = Package(
         // The app façade against the emulator over loopback HTTP, and across two processes.
         .testTarget(
             name: "VaultLogKitTests",
-            dependencies: ["VaultLogKit", "OfflineSync", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting"]
+            dependencies: ["VaultLogKit", "OfflineSync", "BitwardenAPI", "BitwardenEmulator", "VaultCrypto", "VaultModel", "VaultLogTesting", "VaultLogTestSupport"]
         ),
         .testTarget(name: "ReplayTests", dependencies: ["Replay", "EventLog", "OfflineSync", "VaultCrypto"]),
         // Runs the built `vaultlog` binary (next to the test bundle after `swift build --build-tests`)

@@ -4,13 +4,14 @@ import Foundation
 import OfflineSync
 import VaultCrypto
 import VaultLogKit
+import VaultLogTestSupport
 import VaultLogTesting
 import VaultModel
 
 /// An emulator over loopback HTTP with one account, a temp directory for the device's store,
 /// a hand-moved clock shared by device and server, and the app's token store.
 final class VaultHarness: @unchecked Sendable {
-    let dir = TemporaryDirectory("vaultkit")
+    let dir = TemporaryDirectory("vaultkit", create: true)
     let clock: VaultLogTesting.ManualClock
     let emulator: BitwardenEmulator
     let url: URL
@@ -136,12 +137,3 @@ final class Collected<Value: Sendable>: @unchecked Sendable {
     func stop() { task?.cancel() }
 }
 
-/// A temporary directory removed when released.
-final class TemporaryDirectory: Sendable {
-    let path: String
-    init(_ prefix: String) {
-        path = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString)"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
