@@ -303,6 +303,8 @@ struct EventTypeExplanationTests {
         .createPlanned: "about to create a backup on the server",
         .syncAborted: "sync aborted: 3 change(s) still pending (server unreachable)",
         .syncApplied: "full sync applied",
+        .changeDiscarded: "the pending change was discarded on request; the server's version replaced the local copy",
+        .reportsReviewed: "resolution reports up to seq 1 marked as reviewed",
     ]
 
     final class Store: Sendable {
