@@ -18,6 +18,10 @@ IMPORT_CHECK := --explicit-target-dependency-import-check error
 # incremental build that compiled nothing still has its earlier warnings checked.
 HOUSE_RULES := python3 .ci/house-rules.py
 
+# The C modules' maps, for tools that load our modules outside SwiftPM (symbolgraph-extract, swiftc).
+MODULE_MAPS := -Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap -Xcc -fmodule-map-file=Sources/CArgon2/module.modulemap \
+	-Xcc -fmodule-map-file=Sources/CLibCrypto/module.modulemap
+
 # liblmdb-dev provides lmdb.h, liblmdb.so and lmdb.pc for the CLMDB system library target;
 # libargon2-dev provides argon2.h, libargon2.so and libargon2.pc for CArgon2 (Argon2id accounts);
 # libssl-dev provides OpenSSL's evp.h, libcrypto.so and libcrypto.pc for CLibCrypto (AES-256-CBC).
@@ -95,6 +99,14 @@ example: build
 	[ -n "$$url" ] || { cat $$work/serve.log >&2; echo "error: the emulator did not start" >&2; exit 1; }; \
 	echo "running Examples/EmbeddingApp against $$url"; \
 	VAULTLOG_PASSWORD=example-password $(EXAMPLE_SCRATCH)/debug/EmbeddingApp "$$url" app@example.com $$work/store
+	@# An app cannot bypass the resolver: a raw append must not type-check against the modules the
+	@# app builds (the raw writes are behind @_spi(Tools)), and must fail for exactly that reason.
+	@if swiftc -typecheck -I $(EXAMPLE_SCRATCH)/debug/Modules $(MODULE_MAPS) Examples/EmbeddingApp/Misuse/RawAppend.swift \
+		>$(EXAMPLE_SCRATCH)/misuse.log 2>&1; then \
+		echo "error: an app can call VaultLogStore.append (Examples/EmbeddingApp/Misuse/RawAppend.swift compiled)" >&2; exit 1; fi
+	@grep -q "'append' is inaccessible due to '@_spi' protection level" $(EXAMPLE_SCRATCH)/misuse.log || \
+		{ cat $(EXAMPLE_SCRATCH)/misuse.log >&2; echo "error: RawAppend.swift failed for another reason than the tools' SPI" >&2; exit 1; }
+	@echo "an app cannot append raw events: Examples/EmbeddingApp/Misuse/RawAppend.swift is refused ('append' is behind @_spi(Tools))"
 
 # The whole test suite (Swift Testing), debug build. Tests run one at a time: dozens of
 # emulators, HTTP clients and child processes at once on two cores starve each other into

@@ -1,5 +1,5 @@
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// A failed Bitwarden API call, classified for the repository's denylist and the resolver
 /// (`ServerErrorKind`):

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Synchronization
 import VaultCrypto
 import VaultModel

@@ -96,5 +96,5 @@ extension VaultLogStore {
     public func userKey(userId: String) throws -> SymmetricCryptoKey { try keys(userId).userKey }
 
     /// The key that seals an unlocked user's events (for `EventLogStore.verify(keys:)`).
-    public func sealingKey(userId: String) throws -> SealingKey { try keys(userId).sealing }
+    @_spi(Tools) public func sealingKey(userId: String) throws -> SealingKey { try keys(userId).sealing }
 }

@@ -12,7 +12,7 @@ extension VaultLogStore {
     /// both commit or neither does. Blocks until the commit is durable (for synchronous
     /// callers; async code uses the `async` form of the same name).
     @discardableResult
-    public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
+    @_spi(Tools) public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
                        localChanges: [LocalChange] = []) throws -> UInt64 {
         try append(userId: userId, events: [PlannedEvent(cipherId: cipherId, type: type, body: body)],
                    localChanges: localChanges, beforeCommit: nil).last!
@@ -38,7 +38,7 @@ extension VaultLogStore {
     /// Appends several events and applies `localChanges`, all in one durable transaction
     /// (blocking; see the single-event form).
     @discardableResult
-    public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) throws -> [UInt64] {
+    @_spi(Tools) public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) throws -> [UInt64] {
         try append(userId: userId, events: events, localChanges: localChanges, beforeCommit: nil)
     }
 
@@ -70,7 +70,7 @@ extension VaultLogStore {
     /// concurrency thread blocks on them. (The same name without `await` is the blocking form,
     /// for synchronous callers; in async code the compiler picks this one.)
     @discardableResult
-    public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
+    @_spi(Tools) public func append(userId: String, cipherId: String, type: VaultEventType, body: VaultEvent.Body,
                        localChanges: [LocalChange] = []) async throws -> UInt64 {
         try await append(userId: userId, events: [PlannedEvent(cipherId: cipherId, type: type, body: body)],
                          localChanges: localChanges).last!
@@ -79,7 +79,7 @@ extension VaultLogStore {
     /// Appends several events and applies `localChanges` in one durable transaction, from async
     /// code, on the log's writer thread (see the single-event form).
     @discardableResult
-    public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
+    @_spi(Tools) public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
         let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
         let sequences = try await log.writeAsync { txn -> [UInt64] in
             for change in encodedChanges { try self.apply(change, in: txn) }
@@ -127,13 +127,13 @@ extension VaultLogStore {
     }
 
     /// Decoded events of a user (optionally one item), in order. Needs the key.
-    public func events(userId: String, cipherId: String? = nil, after: UInt64 = 0) throws -> [VaultEvent] {
+    @_spi(Tools) public func events(userId: String, cipherId: String? = nil, after: UInt64 = 0) throws -> [VaultEvent] {
         let keys = try keys(userId)
         return try log.envelopes(userId: userId, cipherId: cipherId, after: after).map { try VaultEvent(envelope: $0, key: keys.sealing) }
     }
 
     /// One decoded event by sequence (e.g. an intermediate version of an item).
-    public func event(at sequence: UInt64, userId: String) throws -> VaultEvent? {
+    @_spi(Tools) public func event(at sequence: UInt64, userId: String) throws -> VaultEvent? {
         let keys = try keys(userId)
         guard let envelope = try log.envelope(at: sequence) else {
             // Compacted: an event of a change pending at the horizon is carried in the snapshot.

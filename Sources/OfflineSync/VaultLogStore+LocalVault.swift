@@ -91,12 +91,12 @@ extension VaultLogStore {
     }
 
     /// Applies local changes without an event (the online path, where the server already has them).
-    public func applyLocal(_ changes: [LocalChange], userId: String) throws {
+    @_spi(Tools) public func applyLocal(_ changes: [LocalChange], userId: String) throws {
         try log.write { txn in for change in changes { try apply(change, userId: userId, in: txn) } }
     }
 
     /// ``applyLocal(_:userId:)`` from async code, committed on the log's writer thread.
-    public func applyLocal(_ changes: [LocalChange], userId: String) async throws {
+    @_spi(Tools) public func applyLocal(_ changes: [LocalChange], userId: String) async throws {
         try await log.writeAsync { txn in for change in changes { try self.apply(change, userId: userId, in: txn) } }
     }
 
@@ -106,7 +106,7 @@ extension VaultLogStore {
     /// an edit appended after the caller counted pending changes is never overwritten.
     /// Returns false when that check failed and nothing was changed.
     @discardableResult
-    public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
+    @_spi(Tools) public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
                                appending event: (type: VaultEventType, body: OutcomeBody)? = nil) throws -> Bool {
         let replaced = try log.write(try replacement(userId: userId, ciphers: serverCiphers, ifLastSequence: expected, appending: event))
         if replaced && event != nil { notifyObservers(userId: userId) }
@@ -116,7 +116,7 @@ extension VaultLogStore {
     /// ``replaceCiphers(userId:ciphers:ifLastSequence:appending:)`` from async code: the
     /// transaction commits on the log's writer thread.
     @discardableResult
-    public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
+    @_spi(Tools) public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
                                appending event: (type: VaultEventType, body: OutcomeBody)? = nil) async throws -> Bool {
         let replaced = try await log.writeAsync(
             try replacement(userId: userId, ciphers: serverCiphers, ifLastSequence: expected, appending: event))

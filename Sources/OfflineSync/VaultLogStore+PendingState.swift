@@ -42,7 +42,7 @@ extension VaultLogStore {
     /// after it, in one read transaction: it never writes (the writer saves pending checkpoints
     /// after its commits). The checkpoint is unsealed, so this is a hint: decisions use
     /// ``pendingState(userId:)``, and `vaultlog verify` compares the checkpoint with the log.
-    public func pendingFromHeaders(userId: String) throws -> HeaderProjection {
+    @_spi(Tools) public func pendingFromHeaders(userId: String) throws -> HeaderProjection {
         try log.read { try headerProjection($0, userId: userId).projection }
     }
 
@@ -70,7 +70,7 @@ extension VaultLogStore {
     /// The pending set from headers alone right after `sequence` (time travel while locked). In
     /// a compacted log it starts from the snapshot's pending set at the horizon; a sequence
     /// before the horizon is ``OfflineSyncError/compacted(userId:sequence:horizon:)``.
-    public func pendingFromHeaders(userId: String, at sequence: UInt64) throws -> HeaderProjection {
+    @_spi(Tools) public func pendingFromHeaders(userId: String, at sequence: UInt64) throws -> HeaderProjection {
         try log.read { reader in
             var projection = try snapshotHeaderState(reader, userId: userId) ?? HeaderProjection()
             if projection.lastSequence > 0, sequence < projection.lastSequence {
@@ -90,6 +90,6 @@ extension VaultLogStore {
         try sequence == 0 || reader.hasEvent(userId: userId, at: sequence)
     }
 
-    /// Pending count from headers (works while locked; a hint, see ``pendingFromHeaders(userId:)``).
+    /// Pending count from headers (works while locked; a hint: decisions use ``pendingState(userId:)``).
     public func pendingCount(userId: String) throws -> Int { try pendingFromHeaders(userId: userId).count }
 }

@@ -30,7 +30,7 @@ extension VaultLogStore {
 
     /// The projection as of `sequence` (time travel): the newest checkpoint at or before it,
     /// plus the events up to it.
-    public func projection(userId: String, at sequence: UInt64) throws -> Projection {
+    @_spi(Tools) public func projection(userId: String, at sequence: UInt64) throws -> Projection {
         let keys = try keys(userId)
         var (projection, deferred) = try loadCheckpoint(userId: userId, keys: keys, atOrBefore: sequence)
         try fold(into: &projection, userId: userId, upTo: sequence, key: keys.sealing, deferred: deferred)

@@ -281,7 +281,7 @@ public final class VaultRepository: Sendable {
 
     /// The id to act on for `id`: the id of its chain (temporary id → server id → re-created
     /// id, followed both ways) whose pending state is open, else the newest id.
-    public static func currentId(_ id: String, idMap: [String: String], pending: [String: PendingChangeType]) -> String {
+    @_spi(Tools) public static func currentId(_ id: String, idMap: [String: String], pending: [String: PendingChangeType]) -> String {
         // Bounded: each mapping points to a newer server id; a cycle would be a corrupt map.
         var chain = [id]
         var current = id

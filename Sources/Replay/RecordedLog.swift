@@ -1,5 +1,5 @@
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// A recorded log: an export (`vaultlog export`, JSON Lines of sealed envelopes) kept under
 /// `Fixtures/logs/NAME.jsonl` with `NAME.expect.json`, what a reader must see in it: the

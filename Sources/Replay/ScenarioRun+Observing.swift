@@ -8,7 +8,7 @@ import Glibc
 import Darwin
 #endif
 import Logging
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Synchronization
 import VaultCrypto
 import VaultModel

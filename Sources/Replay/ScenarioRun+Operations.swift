@@ -1,6 +1,6 @@
 import BitwardenAPI
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Synchronization
 import VaultModel
 import VaultLogTesting

@@ -1,6 +1,6 @@
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 
 extension Simulation {

@@ -1,6 +1,6 @@
 import BitwardenAPI
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultModel
 
 /// An item as the vault screen lists it: its decrypted content and, when it has changes

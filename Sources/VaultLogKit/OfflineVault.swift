@@ -1,7 +1,7 @@
 import BitwardenAPI
 import Foundation
 import Logging
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Synchronization
 import VaultCrypto
 import VaultModel

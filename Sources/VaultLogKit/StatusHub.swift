@@ -1,5 +1,5 @@
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Synchronization
 
 /// The status streams of one vault: each gets a value only when it differs from the last one

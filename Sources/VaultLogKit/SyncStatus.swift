@@ -1,5 +1,5 @@
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// What a vault screen shows about syncing: one value an app renders, delivered by
 /// ``OfflineVault/statusUpdates()`` whenever it changes.

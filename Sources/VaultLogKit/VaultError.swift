@@ -2,7 +2,7 @@ import BitwardenAPI
 import EventLog
 import Foundation
 import LMDB
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 
 /// Why an ``OfflineVault`` call failed, as an app switches on it. Each case has a text meant

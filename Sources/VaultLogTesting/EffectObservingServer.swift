@@ -1,5 +1,5 @@
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultModel
 
 /// A change a ``CipherServer`` call made on the server.

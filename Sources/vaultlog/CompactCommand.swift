@@ -1,7 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// `vaultlog compact DIR`: applies a retention policy and rewrites the file.
 struct Compact: ParsableCommand {

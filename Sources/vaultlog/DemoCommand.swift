@@ -1,7 +1,7 @@
 import ArgumentParser
 import BitwardenAPI
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Replay
 import VaultCrypto
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// `vaultlog events DIR`: the log, one event per line, filtered.
 struct Events: ParsableCommand {

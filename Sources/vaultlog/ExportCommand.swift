@@ -2,7 +2,7 @@ import ArgumentParser
 import EventLog
 import Foundation
 import VaultCrypto
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// `vaultlog export DIR [--out FILE]`: the sealed log as JSON Lines.
 struct Export: ParsableCommand {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// `vaultlog history DIR CIPHER`: one item's story, in words.
 struct History: ParsableCommand {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 
 /// `vaultlog import FILE DIR`: an export back into a new or empty store.

@@ -1,7 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// `vaultlog info DIR`: what a store holds, without a key.
 struct Info: ParsableCommand {

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// `vaultlog items DIR`: the items in a store, to find the one to look at.
 struct Items: ParsableCommand {

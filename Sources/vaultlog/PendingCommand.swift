@@ -1,7 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// `vaultlog pending DIR [--at SEQ]`: what is waiting to reach the server, now or at any
 /// past sequence.

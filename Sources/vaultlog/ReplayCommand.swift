@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+@_spi(Tools) import OfflineSync
 import Replay
 
 /// `vaultlog replay PATH...`: run scenario fixtures.

@@ -2,7 +2,7 @@ import ArgumentParser
 import BitwardenAPI
 import BitwardenAPINIO
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Replay
 import VaultLogTesting
 

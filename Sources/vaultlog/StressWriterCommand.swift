@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Replay
 import VaultCrypto
 import VaultModel

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 
 /// `vaultlog user-key DIR --email E --out FILE`: writes the file `--user-key-file` reads.

@@ -1,7 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// `vaultlog verify DIR`: the integrity walk.
 struct Verify: ParsableCommand {

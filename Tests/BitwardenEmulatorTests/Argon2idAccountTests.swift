@@ -4,7 +4,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Testing
 import VaultCrypto
 import VaultLogTesting

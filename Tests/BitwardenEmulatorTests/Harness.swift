@@ -5,7 +5,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Testing
 import VaultCrypto
 import VaultModel

@@ -2,7 +2,7 @@ import BitwardenAPI
 import BitwardenAPINIO
 import BitwardenEmulator
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Testing
 import VaultModel
 

@@ -1,7 +1,7 @@
 @testable import EventLog
 import Foundation
 import LMDB
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Replay
 import Testing
 import VaultCrypto

@@ -4,7 +4,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import LMDB
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 import VaultLogTestSupport
 

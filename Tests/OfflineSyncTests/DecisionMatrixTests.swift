@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 
 /// The resolver's decision matrix (`Docs/Resolution.md`) as a table over the pure decide functions.

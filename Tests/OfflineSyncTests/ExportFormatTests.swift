@@ -3,7 +3,7 @@ import Foundation
 import VaultCrypto
 import VaultModel
 import Testing
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 import VaultLogTestSupport
 

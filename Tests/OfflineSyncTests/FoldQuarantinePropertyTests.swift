@@ -3,7 +3,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import EventLog
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 
 /// Generated logs with unreadable events among the operations: whatever the order, both folds
 /// (lazy and eager) give the same projection, and each item's latest version is the last

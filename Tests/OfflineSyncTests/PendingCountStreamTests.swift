@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 
 /// The pending-count stream: commits the store did not make itself (another process's, here

@@ -3,7 +3,7 @@ import Foundation
 import EventLog
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 
 @Suite struct ProjectionTests {

@@ -3,7 +3,7 @@ import Testing
 import VaultCrypto
 import VaultModel
 import EventLog
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 
 /// One unreadable event quarantines its item only; only the server's answers count towards
 /// the dead-letter limit; a new edit gives a failing item a fresh start.

@@ -4,7 +4,7 @@ import Testing
 import VaultCrypto
 import VaultLogTesting
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 
 /// Reads never write: the projection, the pending state and count from headers, and the
 /// pending-count stream commit nothing (no checkpoint, no write transaction, no flush), however

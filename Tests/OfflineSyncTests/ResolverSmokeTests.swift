@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 
 /// Resolver flows against the scripted in-memory server (the full seed table runs against the

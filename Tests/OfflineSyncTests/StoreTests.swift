@@ -4,7 +4,7 @@ import EventLog
 import VaultCrypto
 import VaultJSON
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 
 @Suite struct StoreTests {

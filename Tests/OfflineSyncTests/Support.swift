@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 import VaultLogTestSupport
 

@@ -2,7 +2,7 @@ import Testing
 import Foundation
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 
 /// The repository's behaviour table (the original iOS design's VaultRepositoryTests), one test per row.
 @Suite struct VaultRepositoryTests {

@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 
 /// Beyond the original design: crash at every step, lost responses, another device writing between our

@@ -1,6 +1,6 @@
 import BitwardenEmulator
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Testing
 import VaultModel
 

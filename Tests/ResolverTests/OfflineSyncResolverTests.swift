@@ -3,7 +3,7 @@ import Foundation
 import Testing
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 
 /// The resolver's behaviour table (the original iOS design's OfflineSyncResolverTests), one test per row, against the
 /// emulator over loopback HTTP. Names follow those behaviours.

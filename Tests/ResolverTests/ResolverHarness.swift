@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 import VaultLogTestSupport
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import VaultCrypto
 import VaultModel
-@testable import OfflineSync
+@_spi(Tools) @testable import OfflineSync
 import VaultLogTesting
 
 /// The sync behaviour table (the original iOS design's SyncServiceTests) plus the count/replace race, against the

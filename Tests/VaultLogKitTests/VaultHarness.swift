@@ -1,7 +1,7 @@
 import BitwardenAPI
 import BitwardenEmulator
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 import VaultLogKit
 import VaultLogTestSupport

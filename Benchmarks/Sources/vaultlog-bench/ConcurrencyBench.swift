@@ -1,5 +1,5 @@
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 import VaultModel
 

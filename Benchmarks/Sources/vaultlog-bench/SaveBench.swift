@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 import VaultModel
 

@@ -1,7 +1,7 @@
 import EventLog
 import Foundation
 import LMDB
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultJSON
 import VaultModel
 import VaultCrypto

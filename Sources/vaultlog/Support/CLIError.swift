@@ -2,7 +2,7 @@ import ArgumentParser
 import EventLog
 import Foundation
 import LMDB
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 
 /// The exit codes every subcommand uses (listed in `Docs/CLI.md`).

@@ -1,7 +1,7 @@
 import EventLog
 import Foundation
 import LMDB
-import OfflineSync
+@_spi(Tools) import OfflineSync
 
 /// Opening a store for the reading commands: read-only, never creating anything.
 enum StoreAccess {

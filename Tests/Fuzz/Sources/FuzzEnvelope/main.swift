@@ -5,7 +5,7 @@
 import CFuzzerDriver
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import VaultCrypto
 
 let key = SealingKey(userKey: try! SymmetricCryptoKey(bytes: Array(0..<64)))

@@ -5,7 +5,7 @@
 import CFuzzerDriver
 import EventLog
 import Foundation
-import OfflineSync
+@_spi(Tools) import OfflineSync
 import Replay
 
 @_cdecl("LLVMFuzzerTestOneInput")
