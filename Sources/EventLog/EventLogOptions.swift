@@ -7,8 +7,8 @@ import VaultCrypto
 
 /// Options for opening an ``EventLogStore``.
 public struct EventLogOptions: Sendable {
-    /// LMDB environment options (map size, durability, read-only, ...).
-    public var environment = EnvironmentOptions()
+    /// How the store's file is opened (map size, durability, read-only, ...).
+    public var environment = StorageOptions()
     /// Source of IVs. Inject a seeded source (VaultLogTesting's `SeededRandomSource`) only for deterministic replays.
     public var random: any RandomSource = SystemRandomSource()
     /// Diagnostics.

@@ -20,7 +20,7 @@ import VaultCrypto
 /// `index` (user → sequences; merge generation + user + cipher → sequences, up to
 /// `meta["itemIndexedThrough"]`, and user + cipher → sequences in a store of format 1–4),
 /// `checkpoints` (sealed projections), `meta` (format version).
-/// The domain adds its own databases with ``openDatabase(_:)`` and writes them together with
+/// The domain adds its own tables with ``openSideTable(_:)`` and writes them together with
 /// events in one transaction through ``write(_:)``.
 ///
 /// The log is append-only with two documented exceptions: ``deleteUser(_:)`` (logout) removes
@@ -41,8 +41,9 @@ public final class EventLogStore: Sendable {
     /// stay as they are and are still read; its mark too.
     public static let storeFormatVersion = 5
 
-    /// The LMDB environment.
-    public let environment: Environment
+    /// The LMDB environment: the package's own plumbing, never API (``StorageOptions`` opens
+    /// it, ``sizes()`` reports on it).
+    package let environment: Environment
     /// The directory.
     public var path: String { environment.path }
     let events: Database
@@ -63,7 +64,7 @@ public final class EventLogStore: Sendable {
     /// Opens (creating if needed and allowed) the store at `path`.
     public init(path: String, options: EventLogOptions = EventLogOptions()) throws {
         do {
-            environment = try Environment(path: path, options: options.environment)
+            environment = try Environment(path: path, options: options.environment.environmentOptions)
         } catch let error as LMDBError {
             throw EventLogError.storage(path: path, error)
         }
@@ -144,8 +145,9 @@ public final class EventLogStore: Sendable {
         try Self.checkFormat(environment, meta) ?? Self.storeFormatVersion
     }
 
-    /// Opens (creating) a domain database in this environment, e.g. the local `ciphers` cache.
-    public func openDatabase(_ name: String) throws -> Database {
+    /// Opens (creating) a domain database in this environment; the domain's own are
+    /// ``SideTable``s (``openSideTable(_:)``).
+    package func openDatabase(_ name: String) throws -> Database {
         precondition(!["events", "index", "checkpoints", "meta", "heads", "snapshots"].contains(name), "\(name) is reserved by EventLog")
         return try environment.openDatabase(name, create: !environment.options.readOnly)
     }

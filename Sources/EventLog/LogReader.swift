@@ -7,8 +7,9 @@ import VaultCrypto
 
 /// A read view of the log within one transaction.
 public struct LogReader {
-    /// The underlying LMDB transaction, for the domain's own databases.
-    public let transaction: Transaction
+    /// The underlying LMDB transaction: the package's own plumbing, never API (the domain
+    /// reaches its tables through ``SideTable``).
+    package let transaction: Transaction
     let store: EventLogStore
 
     /// The last sequence ever assigned (0 when empty): the last event's, or the high-water mark

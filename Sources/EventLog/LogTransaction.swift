@@ -28,10 +28,10 @@ public struct NewEvent: Sendable {
 }
 
 /// A write transaction on the log, handed out by ``EventLogStore/write(_:)``. The domain
-/// reaches its own databases through ``transaction``.
+/// reaches its own tables through ``SideTable``.
 public struct LogTransaction {
-    /// The underlying LMDB transaction, for the domain's own databases.
-    public let transaction: Transaction
+    /// The underlying LMDB transaction: the package's own plumbing, never API.
+    package let transaction: Transaction
     let store: EventLogStore
 
     /// A read view inside this write transaction (sees its own uncommitted writes).

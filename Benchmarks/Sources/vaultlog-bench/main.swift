@@ -59,7 +59,7 @@ func runLogBench(arguments: [String]) throws {
     }
     let readSeconds = seconds(ContinuousClock.now - readStart)
     precondition(opened == total && checksum == total * bodySize, "read back \(opened) events")
-    let info = try store.environment.info()
+    let info = try store.sizes()
 
     print("""
     {"bench": "sealed_batched_append", "metric": "throughput", "unit": "events/s", "value": \(Int(Double(total) / appendSeconds)), "events": \(total), "batch": \(batch), "body_bytes": \(bodySize), "items": \(items), "bytes_written_per_event": \(Int(writtenPerEvent)), "seconds": \(String(format: "%.3f", appendSeconds)), "target": 300000}
