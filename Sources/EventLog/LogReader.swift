@@ -180,10 +180,13 @@ public struct LogReader {
     }
 
     /// The MAC a user's next event chains onto: the sealed head record's chain value (checked
-    /// with `key`), or, in a store without one (upcast from format 1, or imported without
-    /// heads), the MAC of the user's last event; 32 zero bytes for a user with no event.
-    /// Following the head rather than the last event keeps a deleted tail detectable after
-    /// later appends (the next event names the missing one as its previous).
+    /// with `key`), or, for a user whose last event is of format 1 (a store upcast from it),
+    /// that event's MAC; 32 zero bytes for a user with no event. Following the head rather
+    /// than the last event keeps a deleted tail detectable after later appends (the next event
+    /// names the missing one as its previous). A user whose last event is chained (format 2)
+    /// has a head record, written with every append: without one the head was removed, perhaps
+    /// with the events after it, and chaining onto what is left would hide that, so the append
+    /// is refused.
     func chainTip(userId: String, key: SealingKey) throws -> [UInt8] {
         if let db = store.heads, let bytes = try transaction.get(db, key: IndexKey.checkpointPrefix(userId)) {
             guard let head = HeadRecord(bytes: bytes), head.userId == userId else {
@@ -198,6 +201,9 @@ public struct LogReader {
             return Envelope.chainStart
         }
         try Self.checkIndexed(envelope.header, sequence: last, userId: userId)
+        if envelope.header.formatVersion >= 2, store.heads != nil {
+            throw EventLogError.headRecord("user \(userId) has chained events (the last one left is \(last)) but no head record: the head record, and perhaps events after \(last), were removed from the file; nothing was written: run 'vaultlog verify' for a full report")
+        }
         return Array(envelope.mac)
     }
 

@@ -119,6 +119,28 @@ import VaultLogTestSupport
         #expect(report.problems.first?.message.contains("user-a") == true)
     }
 
+    /// Removing a user's last events and the head record together left nothing that named the
+    /// removed tail: the next append chained onto the last event left, `verify` was clean
+    /// afterwards.
+    @Test func tailAndHeadRecordRemoved_theNextAppendIsRefusedWithoutWriting() throws {
+        let dir = TemporaryDirectory()
+        let store = try interleaved(dir)
+        try removeEvent(store, 19)
+        try removeEvent(store, 17)
+        let heads = try #require(store.heads)
+        try store.environment.write { _ = try $0.delete(heads, key: IndexKey.checkpointPrefix("user-a")) }
+        let before = try store.eventCount()
+        #expect { try store.append(event(99, user: "user-a"), key: keyA) } throws: { error in
+            guard case EventLogError.headRecord(let message) = error else { return false }
+            return message.contains("user-a") && message.contains("no head record") && message.contains("15")
+                && message.contains("nothing was written")
+        }
+        #expect(try store.eventCount() == before)
+        #expect(!(try store.verify(keys: ["user-a": keyA, "user-b": keyB]).isClean))
+        // A user with no event yet starts a chain as before.
+        try store.append(event(1, user: "user-c"), key: keyA)
+    }
+
     @Test func tamperedHeadRecord_isReported_andAppendsRefuseWithoutWriting() throws {
         let dir = TemporaryDirectory()
         let store = try interleaved(dir)
