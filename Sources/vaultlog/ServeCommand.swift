@@ -1,4 +1,5 @@
 import ArgumentParser
+import BitwardenAPI
 import BitwardenEmulator
 import Dispatch
 import Foundation
@@ -32,8 +33,12 @@ struct ServeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Address to listen on. Only loopback addresses are sensible: the emulator has no TLS.")
+    @Option(help: "Address to listen on: a loopback address (127.0.0.0/8, ::1, localhost). Another needs --allow-remote.")
     var host = "127.0.0.1"
+
+    @Flag(help: ArgumentHelp("Listen on an address other machines can reach. The emulator speaks plain HTTP: "
+        + "master-password hashes, tokens and the /admin token cross the network readable by anyone on it."))
+    var allowRemote = false
 
     @Option(help: "Port to listen on; 0 picks a free port (printed at start).")
     var port = 0
@@ -78,6 +83,10 @@ struct ServeCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535, got \(port)") }
+        guard allowRemote || BitwardenClientConfiguration.isLoopback(host: host) else {
+            throw ValidationError("--host \(host) is not a loopback address: other machines could reach the emulator, which speaks "
+                + "plain HTTP (passwords' hashes and tokens readable on the network); listen on 127.0.0.1, or add --allow-remote on a network you trust")
+        }
         guard latency >= 0, jitter >= 0 else { throw ValidationError("--latency and --jitter must not be negative") }
         guard latency <= 600_000, jitter <= 600_000 else { throw ValidationError("--latency and --jitter must be at most 600000 ms") }
         for account in accounts where account.contains(":") {

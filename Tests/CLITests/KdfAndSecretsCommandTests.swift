@@ -108,6 +108,35 @@ import VaultLogTestSupport
         #expect(shortToken.stderr.contains("at least 8 characters"), "\(shortToken)")
     }
 
+    /// The emulator speaks plain HTTP: listening where other machines reach it is refused
+    /// unless asked for (it used to start on any address it was given).
+    @Test(arguments: ["0.0.0.0", "192.168.1.20", "::", "127.0.0.1.example.com"])
+    func serve_refusesAnAddressOtherMachinesReach_withoutAllowRemote(host: String) throws {
+        let refused = try CLI.run(["serve", "--port", "0", "--host", host])
+        #expect(refused.status == 2, "\(refused)")
+        #expect(refused.stderr.contains("not a loopback address") && refused.stderr.contains("--allow-remote"), "\(refused)")
+    }
+
+    @Test func serve_onALoopbackAddressOtherThan127001_starts() throws {
+        let binary = try #require(CLI.binary)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["serve", "--port", "0", "--json", "--host", "127.0.0.2"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() }; process.waitUntilExit() }
+        var seen = Data()
+        let deadline = Date().addingTimeInterval(60)
+        while !String(decoding: seen, as: UTF8.self).contains("127.0.0.2"), Date() < deadline, process.isRunning {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+        }
+        #expect(String(decoding: seen, as: UTF8.self).contains("127.0.0.2:"), "\(String(decoding: seen, as: UTF8.self))")
+    }
+
     @Test func decrypt_readsTheKeyFromAFile() throws {
         let dir = TemporaryDirectory("decrypt-key", create: true)
         let keyFile = dir.file("key")
