@@ -56,6 +56,7 @@ struct AuthTests {
         let login = try await client.login(email: "test@bitwarden.com", password: "asdfasdfasdf")
         #expect(login.userKey.exportBase64() == userKey.exportBase64())
         #expect(login.kdf == .pbkdf2(iterations: 600_000))
+        #expect(login.kdfWarning == nil, "600,000 iterations is what Bitwarden recommends")
         _ = try await client.sync()
         await emulator.stop()
     }
@@ -68,6 +69,15 @@ struct AuthTests {
             #expect(error?.serverErrorKind == .rejected)
             #expect(error?.status == 400)
             #expect(error?.message.contains("Username or password is incorrect") == true)
+        }
+    }
+
+    /// An account Bitwarden accepts but calls weak gets a warning the app can show at login.
+    @Test func login_belowTheRecommendedIterations_carriesAWeakKdfWarning() async throws {
+        try await Harness.with { h in
+            #expect(h.login.kdf == .pbkdf2(iterations: 5000))
+            let warning = try #require(h.login.kdfWarning)
+            #expect(warning.contains("5000") && warning.contains("600000"), "\(warning)")
         }
     }
 
