@@ -52,7 +52,7 @@ public struct ExportFile: Sendable {
         self.path = path
         fileSize = ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
         let reader = try Self.open(path)
-        guard let metadata = reader.withNextLine({ line in Result { () throws(ExportFormat.LineError) in
+        guard let metadata = try reader.withNextLine(limit: Self.maximumMetadataLineBytes, path: path, { line in Result { () throws(ExportFormat.LineError) in
             try ExportFormat.metadata(line: String(decoding: line, as: UTF8.self))
         } }) else { throw Problem(path: path, line: 1, reason: "the file is empty") }
         do {
@@ -102,7 +102,7 @@ public struct ExportFile: Sendable {
     /// kind of ``Problem``, after `body` has seen the lines before the bad one.
     public func forEachEnvelope(_ body: (Envelope, Int) throws -> Void) throws {
         let reader = try Self.open(path)
-        _ = reader.withNextLine { _ in () }
+        _ = try reader.withNextLine(limit: Self.maximumMetadataLineBytes, path: path) { _ in () }
         try Self.walk(reader, path: path, metadata: metadata, body)
     }
 
@@ -113,6 +113,10 @@ public struct ExportFile: Sendable {
         var count = 0
         try forEachEnvelope(reader, path: path) { envelope, line in
             let sequence = envelope.header.sequence
+            guard sequence <= Self.maximumSequence else {
+                throw Problem(path: path, line: line, reason: "sequence \(sequence) is beyond \(Self.maximumSequence), more than any store reaches: "
+                    + "the file was made by hand or damaged (a store that took it would have no sequence left for new events)")
+            }
             guard sequence > previous else {
                 throw Problem(path: path, line: line, reason: "sequence \(sequence) is not after the previous line's \(previous)")
             }
@@ -123,6 +127,10 @@ public struct ExportFile: Sendable {
         guard count == metadata.eventCount else {
             throw Problem(path: path, line: reader.lineNumber + 1,
                           reason: "the metadata announces \(metadata.eventCount) event(s) but the file has \(count): it is truncated or was edited")
+        }
+        guard metadata.lastSequence <= maximumSequence else {
+            throw Problem(path: path, line: 1, reason: "the metadata's last sequence \(metadata.lastSequence) is beyond \(maximumSequence), "
+                + "more than any store reaches: the file was made by hand or damaged")
         }
         // A compaction may have removed the last events: the metadata's last sequence is then
         // the store's high-water mark, after the last line.
@@ -162,6 +170,18 @@ public struct ExportFile: Sendable {
         (fileSize * 2 / (1 << 20) + 1) << 20
     }
 
+    /// The longest envelope line read (16 MiB): an event holds one item, whose encrypted fields
+    /// Bitwarden caps far below this (notes at 10,000 characters). A longer line is refused
+    /// before it is held in memory whole.
+    public static let maximumEnvelopeLineBytes = 16 << 20
+    /// The longest metadata line read (256 MiB): it carries the sealed compaction snapshots,
+    /// which grow with the vault.
+    public static let maximumMetadataLineBytes = 256 << 20
+    /// The highest sequence an import takes (2^53): a store writing a million events a second
+    /// would take 285 years to get there, and a sequence near 2^64 − 1 would leave the store
+    /// no room for a new event.
+    public static let maximumSequence: UInt64 = 1 << 53
+
     private static func open(_ path: String) throws(Problem) -> ExportLineReader {
         guard let reader = ExportLineReader(path: path) else {
             throw Problem(path: path, line: nil, reason: "cannot read the file (\(String(cString: strerror(errno))))")
@@ -170,7 +190,9 @@ public struct ExportFile: Sendable {
     }
 
     private static func forEachEnvelope(_ reader: ExportLineReader, path: String, _ body: (Envelope, Int) throws -> Void) throws {
-        while let parsed = reader.withNextLine({ line in Result { () throws(ExportFormat.LineError) in try ExportFormat.envelope(lineBytes: line) } }) {
+        while let parsed = try reader.withNextLine(limit: maximumEnvelopeLineBytes, path: path, { line in
+            Result { () throws(ExportFormat.LineError) in try ExportFormat.envelope(lineBytes: line) }
+        }) {
             switch parsed {
             case .success(let envelope): try body(envelope, reader.lineNumber)
             case .failure(let error): throw Problem(path: path, line: reader.lineNumber, reason: error.reason)
@@ -179,32 +201,78 @@ public struct ExportFile: Sendable {
     }
 }
 
-/// Lines of a file through `getline`, handed out as bytes without the line end.
+/// Lines of a file read in blocks, handed out as bytes without the line end; a line longer than
+/// its limit is refused after reading at most the limit, never held whole.
 final class ExportLineReader {
     private let file: UnsafeMutablePointer<FILE>
-    private var buffer: UnsafeMutablePointer<CChar>?
-    private var capacity = 0
+    /// Bytes read from the file and not yet handed out: `buffer[start..<end]`.
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var atEnd = false
     /// 1-based number of the line last read.
     private(set) var lineNumber = 0
+
+    /// Bytes read from the file at a time.
+    private static let blockSize = 1 << 16
 
     init?(path: String) {
         guard let file = fopen(path, "r") else { return nil }
         self.file = file
     }
 
-    deinit {
-        free(buffer)
-        fclose(file)
+    deinit { fclose(file) }
+
+    /// `body` over the next line's bytes (valid only inside `body`), or nil at the end. A line
+    /// of more than `limit` bytes is a ``ExportFile/Problem`` naming it.
+    func withNextLine<T>(limit: Int, path: String, _ body: (UnsafeRawBufferPointer) -> T) throws(ExportFile.Problem) -> T? {
+        var searched = 0 // bytes after `start` known to hold no line end
+        while true {
+            if let newline = newlineIndex(from: start + searched) {
+                return try hand(start..<newline, next: newline + 1, limit: limit, path: path, body)
+            }
+            searched = buffer.count - start
+            guard searched <= limit else { throw tooLong(limit: limit, path: path) }
+            guard !atEnd, fill() else {
+                guard start < buffer.count else { return nil }
+                return try hand(start..<buffer.count, next: buffer.count, limit: limit, path: path, body)
+            }
+        }
     }
 
-    /// `body` over the next line's bytes (valid only inside `body`), or nil at the end.
-    func withNextLine<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T? {
-        let length = getline(&buffer, &capacity, file)
-        guard length >= 0, let buffer else { return nil }
+    private func newlineIndex(from index: Int) -> Int? {
+        guard index < buffer.count else { return nil }
+        return buffer.withUnsafeBytes { bytes in
+            memchr(bytes.baseAddress! + index, Int32(UInt8(ascii: "\n")), bytes.count - index)
+                .map { UnsafeRawPointer($0) - bytes.baseAddress! }
+        }
+    }
+
+    private func hand<T>(_ range: Range<Int>, next: Int, limit: Int, path: String,
+                         _ body: (UnsafeRawBufferPointer) -> T) throws(ExportFile.Problem) -> T {
+        var range = range
+        if range.count > 0, buffer[range.upperBound - 1] == UInt8(ascii: "\r") { range = range.lowerBound..<range.upperBound - 1 }
+        guard range.count <= limit else { throw tooLong(limit: limit, path: path) }
         lineNumber += 1
-        var bytes = UnsafeRawBufferPointer(start: buffer, count: length)
-        if bytes.last == UInt8(ascii: "\n") { bytes = UnsafeRawBufferPointer(rebasing: bytes.dropLast()) }
-        if bytes.last == UInt8(ascii: "\r") { bytes = UnsafeRawBufferPointer(rebasing: bytes.dropLast()) }
-        return body(bytes)
+        start = next
+        return buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
+    private func tooLong(limit: Int, path: String) -> ExportFile.Problem {
+        ExportFile.Problem(path: path, line: lineNumber + 1,
+                           reason: "the line is longer than \(limit >> 20) MiB, more than an export writes there: the file was made by hand or damaged")
+    }
+
+    /// Reads the next block behind what is left; false at the end of the file.
+    private func fill() -> Bool {
+        if start > 0 {
+            buffer.removeSubrange(0..<start)
+            start = 0
+        }
+        let old = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: Self.blockSize))
+        let read = buffer.withUnsafeMutableBytes { fread($0.baseAddress! + old, 1, Self.blockSize, file) }
+        buffer.removeLast(Self.blockSize - read)
+        if read == 0 { atEnd = true }
+        return read > 0
     }
 }
