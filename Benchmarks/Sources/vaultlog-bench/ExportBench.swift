@@ -41,7 +41,7 @@ func runExportBench(quick: Bool, results: Results) throws {
         var round = 0
         let stats = try interleave(rounds: rounds, [
             ("export", {
-                FileManager.default.createFile(atPath: file, contents: nil)
+                _ = FileManager.default.createFile(atPath: file, contents: nil)
                 let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
                 defer { try? handle.close() }
                 let seconds = try time { _ = try store.writeExport({ try handle.write(contentsOf: $0) }) }
