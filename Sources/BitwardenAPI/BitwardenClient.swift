@@ -149,7 +149,7 @@ public final class BitwardenClient: CipherServer, Sendable {
         changeTokens(tokens)
         logger.debug("bitwarden-api: logged in", metadata: ["user": "\(userId)"])
         if let warning = kdf.weaknessWarning {
-            logger.warning("bitwarden-api: weak key derivation: \(warning)", metadata: ["user": "\(userId)"])
+            logger.notice("bitwarden-api: weak key derivation: \(warning)", metadata: ["user": "\(userId)"])
         }
         return LoginResult(userId: userId, email: email, userKey: userKey, kdf: kdf, salt: salt, protectedUserKey: protectedKey,
                            privateKey: reply.string("PrivateKey").flatMap { try? EncString($0) }, tokens: tokens)

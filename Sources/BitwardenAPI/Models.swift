@@ -45,7 +45,7 @@ public struct LoginResult: Sendable, CustomStringConvertible {
     /// What to tell the user when the account's KDF settings are ones Bitwarden accepts but calls
     /// weak (PBKDF2 below 600,000 iterations), or nil: a guess of the master password is checked
     /// offline at the KDF's cost by anyone who has the device's store. The client also logs it
-    /// as a warning at login.
+    /// at login (notice level): an app shows this text, a log is for its developers.
     public var kdfWarning: String? { kdf.weaknessWarning }
 
     /// The email, user id and KDF settings; no key material or tokens.
