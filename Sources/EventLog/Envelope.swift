@@ -250,6 +250,9 @@ public struct Envelope: Sendable {
     /// The stored MAC: the chain value the user's next event (format 2) names as its previous.
     public var mac: ArraySlice<UInt8> { bytes[(headerLength + Self.ivBytes)..<(headerLength + Self.ivBytes + Self.macBytes)] }
 
+    /// ``mac`` as a chain value, to compare with the next event's previous MAC.
+    package var chainValue: ChainMAC { mac.withUnsafeBytes { ChainMAC(raw: $0) } }
+
     /// Verifies only the MAC (what `verify` does with a key).
     public func authenticate(key: SealingKey) -> Bool {
         Self.macMatches(bytes, headerLength: headerLength, key: key.events)

@@ -29,7 +29,7 @@ public struct EventHeader: Sendable, Hashable, Codable {
 
     /// ``previousMAC`` as stored: 32 bytes inline, so parsing a header allocates no array for it
     /// (a fold reads a million headers).
-    var chainMAC: ChainMAC?
+    package var chainMAC: ChainMAC?
 
     /// A header; `previousMAC` is filled in by the log when it seals a format 2 event.
     public init(formatVersion: UInt8 = Envelope.currentFormatVersion, sequence: UInt64, userId: String,
@@ -79,11 +79,11 @@ public struct EventHeader: Sendable, Hashable, Codable {
 
 /// A header's previous MAC: 32 bytes held inline (every stored one), or any other length as
 /// given (a caller's mistake that sealing refuses), so `previousMAC` reads back what was set.
-enum ChainMAC: Sendable, Hashable {
+package enum ChainMAC: Sendable, Hashable {
     case inline(UInt64, UInt64, UInt64, UInt64)
     case other([UInt8])
 
-    init(_ bytes: [UInt8]) {
+    package init(_ bytes: [UInt8]) {
         if bytes.count == 32 {
             self = bytes.withUnsafeBytes { ChainMAC(raw: $0) }
         } else {
@@ -92,7 +92,7 @@ enum ChainMAC: Sendable, Hashable {
     }
 
     /// The first 32 bytes of `raw` (at least 32).
-    init(raw: UnsafeRawBufferPointer) {
+    package init(raw: UnsafeRawBufferPointer) {
         self = .inline(raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
                        raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
     }

@@ -17,6 +17,10 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
     case headRecord(String)
     /// A compaction snapshot failed authentication, is malformed, or a compaction was refused.
     case snapshot(String)
+    /// A user's events do not form the chain their writer made: an event was removed, moved
+    /// or put back (at `sequence`, the first event whose link is wrong, or the head record
+    /// naming an event the log does not end with).
+    case chainBroken(userId: String, sequence: UInt64, reason: String)
     /// The underlying LMDB error, with the store path.
     case storage(path: String, LMDBError)
     /// No sequence is left after `last` (the log holds an event at sequence 2^64 − 1, which
@@ -35,6 +39,9 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
             return "checkpoint: \(what)"
         case .headRecord(let what), .snapshot(let what):
             return what
+        case .chainBroken(let userId, let sequence, let reason):
+            return "the log of user \(userId) is broken at event \(sequence): \(reason). Events were removed or moved in the file, so the pending changes cannot be trusted and nothing acts on them (nothing was written); restore the store from a backup, or log out and in again to start from the server's vault"
+
         case .sequenceSpaceExhausted(let last):
             return "the log's last sequence is \(last), the largest there is: no event can be appended after it (nothing was written); export the events you need and start a new store"
         case .storage(let path, let error):

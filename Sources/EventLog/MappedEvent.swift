@@ -33,13 +33,21 @@ struct MappedEvent: @unchecked Sendable {
     /// ``open(userId:key:)`` up to the MAC: the body is then decrypted whole or only at its
     /// two ends (``AuthenticatedBody``).
     package func authenticate(userId: String, key: SealingKey) throws -> (header: EventHeader, body: Result<AuthenticatedBody, EnvelopeError>) {
+        let (header, _, body) = try authenticateWithMAC(userId: userId, key: key)
+        return (header, body)
+    }
+
+    /// ``authenticate(userId:key:)`` with the stored MAC, the value the user's next event chains onto.
+    func authenticateWithMAC(userId: String, key: SealingKey) throws
+        -> (header: EventHeader, mac: ChainMAC, body: Result<AuthenticatedBody, EnvelopeError>) {
         let (header, headerLength) = try Envelope.parseHeader(raw: raw, userId: userId)
         try LogReader.checkIndexed(header, sequence: sequence, userId: userId)
         try Envelope.checkBody(count: raw.count, headerLength: headerLength, sequence: sequence)
+        let mac = ChainMAC(raw: UnsafeRawBufferPointer(rebasing: raw[(headerLength + Envelope.ivBytes)...]))
         guard Envelope.macMatches(raw: raw, headerLength: headerLength, key: key.events) else {
-            return (header, .failure(.authenticationFailed(sequence: sequence)))
+            return (header, mac, .failure(.authenticationFailed(sequence: sequence)))
         }
-        return (header, .success(AuthenticatedBody(raw: raw, headerLength: headerLength, cbc: key.events.cbc, sequence: sequence)))
+        return (header, mac, .success(AuthenticatedBody(raw: raw, headerLength: headerLength, cbc: key.events.cbc, sequence: sequence)))
     }
 }
 
@@ -102,19 +110,30 @@ package struct EventInPlace: ~Copyable {
     /// framing, its key, its user), or what such a read throws: the stored bytes are not the
     /// event the index names.
     package let header: Result<EventHeader, any Error>
+    /// Its stored MAC, the value the user's next event names as its previous (nil when the
+    /// header is not readable).
+    package let chainValue: ChainMAC?
     /// The authenticated body, or why not (nil when the header is not readable).
     private let body: Result<AuthenticatedBody, EnvelopeError>?
 
     init(_ mapped: MappedEvent, userId: String, key: SealingKey) {
         sequence = mapped.sequence
         do {
-            let (header, body) = try mapped.authenticate(userId: userId, key: key)
+            let (header, mac, body) = try mapped.authenticateWithMAC(userId: userId, key: key)
             self.header = .success(header)
+            chainValue = mac
             self.body = body
         } catch {
             header = .failure(error)
+            chainValue = nil
             body = nil
         }
+    }
+
+    /// Whether the body's MAC matched (false also when the header is not readable).
+    package var isAuthenticated: Bool {
+        if case .success? = body { return true }
+        return false
     }
 
     /// The body's whole plaintext, or why it cannot be read (its MAC did not match, its

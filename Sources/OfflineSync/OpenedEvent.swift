@@ -21,6 +21,9 @@ struct OpenedEvent: FoldedEvent {
 
     let header: EventHeader
     let opened: Opened
+    /// Its stored MAC (the chain value the user's next event names), and whether it matched.
+    let chainValue: ChainMAC?
+    let authenticated: Bool
 
     /// Opens `event`, lent by ``EventLog/LogReader/mapEventsInPlace(userId:after:limit:key:parallelThreshold:_:)``,
     /// as an event of `userId`. Not throwing (a batch is opened on all cores into one array):
@@ -35,6 +38,8 @@ struct OpenedEvent: FoldedEvent {
     ///
     /// `decryptor`: the block context for the ends, kept for the next event of this thread.
     init(_ event: borrowing EventInPlace, userId: String, decryptor: inout KeyedAESCBC.BlockDecryptor?) {
+        chainValue = event.chainValue
+        authenticated = event.isAuthenticated
         switch event.header {
         case .success(let header): self.header = header
         case .failure(let error):

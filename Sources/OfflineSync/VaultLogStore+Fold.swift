@@ -26,18 +26,25 @@ extension VaultLogStore {
     /// `checkpointSnapshots`: the snapshots a format-2 checkpoint left undecoded in
     /// `projection` (``CheckpointPayload``); decoded at the end like the fold's own. If one does
     /// not decode, the eager fold starts from the log's beginning (or its compaction snapshot).
+    ///
+    /// Every event's link to the user's event before it is checked, and the fold's end against
+    /// the user's head record (``ChainWalk``): a log with a gap throws
+    /// `EventLogError.chainBroken(userId:sequence:reason:)` and nothing is folded.
     func fold(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
               deferred checkpointSnapshots: DeferredSnapshots = [:]) throws {
         var start = projection
         var deferred = checkpointSnapshots
-        try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: true)
-        if materialize(deferred, into: &projection, key: key) { return }
-        logger.warning("a pending item's latest snapshot does not decode; folding again eagerly", metadata: ["user": "\(userId)"])
-        // Eager: the checkpoint's snapshots first; one that does not decode means no checkpoint.
-        if !materialize(checkpointSnapshots, into: &start, key: key) { start = Projection(userId: userId) }
-        projection = start
-        deferred.removeAll()
-        try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: false)
+        var walk = try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: true)
+        if !materialize(deferred, into: &projection, key: key) {
+            logger.warning("a pending item's latest snapshot does not decode; folding again eagerly", metadata: ["user": "\(userId)"])
+            // Eager: the checkpoint's snapshots first; one that does not decode means no checkpoint.
+            if !materialize(checkpointSnapshots, into: &start, key: key) { start = Projection(userId: userId) }
+            projection = start
+            deferred.removeAll()
+            walk = try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: false)
+        }
+        let end = projection.lastSequence
+        try log.read { try walk.finish($0, end: end, bound: sequence, key: key) }
     }
 
     /// The oracle of the lazy fold: folds the user's whole log (from the snapshot when
@@ -47,10 +54,10 @@ extension VaultLogStore {
         let keys = try keys(userId)
         var lazy = Projection(userId: userId)
         var deferred = DeferredSnapshots()
-        try foldLoop(into: &lazy, userId: userId, upTo: .max, key: keys.sealing, deferred: &deferred, lazy: true)
+        _ = try foldLoop(into: &lazy, userId: userId, upTo: .max, key: keys.sealing, deferred: &deferred, lazy: true)
         guard materialize(deferred, into: &lazy, key: keys.sealing) else { return "a deferred snapshot of user \(userId) did not decode" }
         var eager = Projection(userId: userId)
-        try foldLoop(into: &eager, userId: userId, upTo: .max, key: keys.sealing, deferred: &deferred, lazy: false)
+        _ = try foldLoop(into: &eager, userId: userId, upTo: .max, key: keys.sealing, deferred: &deferred, lazy: false)
         if lazy != eager {
             let items = Set(lazy.pending.keys).union(eager.pending.keys).filter { lazy.pending[$0] != eager.pending[$0] }
             return "lazy and eager folds of user \(userId) differ (items \(items.sorted().joined(separator: ", ")); id maps equal: \(lazy.idMap == eager.idMap))"
@@ -120,19 +127,23 @@ extension VaultLogStore {
     }
 
     /// The fold's loop, lazy or eager (see the public form); `deferred`: the checkpoint's
-    /// snapshots, dropped when the fold starts again from a compaction snapshot.
+    /// snapshots, dropped when the fold starts again from a compaction snapshot. Returns the
+    /// chain walk where the fold ended, for its check against the head record.
     private func foldLoop(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
-                          deferred: inout DeferredSnapshots, lazy: Bool) throws {
+                          deferred: inout DeferredSnapshots, lazy: Bool) throws -> ChainWalk {
+        let after = projection.lastSequence
+        var walk = try log.read { try ChainWalk.start($0, userId: userId, after: after) }
         if lazy {
             // Each batch read and opened in one read transaction, where LMDB maps the events.
-            try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred,
+            try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, walk: &walk,
                             read: { [self] after in try readOpenedBatch(userId: userId, after: after, key: key) },
-                            apply: { [self] batch, projection in applyOpened(batch, to: &projection) })
+                            apply: { [self] batch, projection, walk in try applyOpened(batch, to: &projection, walk: &walk) })
         } else {
-            try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred,
+            try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, walk: &walk,
                             read: { [self] after in try readBatch(userId: userId, after: after) },
-                            apply: { [self] batch, projection in apply(batch, to: &projection, key: key) })
+                            apply: { [self] batch, projection, walk in try apply(batch, to: &projection, key: key, walk: &walk) })
         }
+        return walk
     }
 
     /// Folds batches of ``foldBatch`` events in order; `read` gives the batch after a sequence
@@ -144,8 +155,8 @@ extension VaultLogStore {
     /// event, which a fold always does; it is always awaited before the loop returns.
     private func foldBatches<Event: FoldedEvent>(
         into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
-        deferred: inout DeferredSnapshots, read: @escaping @Sendable (UInt64) throws -> [Event]?,
-        apply: ([Event], inout Projection) -> Void
+        deferred: inout DeferredSnapshots, walk: inout ChainWalk, read: @escaping @Sendable (UInt64) throws -> [Event]?,
+        apply: ([Event], inout Projection, inout ChainWalk) throws -> Void
     ) throws {
         var prefetched: BatchRead<Event>?
         defer { prefetched?.wait() }
@@ -166,6 +177,7 @@ extension VaultLogStore {
                 }
                 projection = snapshot
                 deferred.removeAll()
+                try log.read { try walk.restart($0, at: snapshot.lastSequence) }
                 continue
             }
             // In sequence order: only a batch that runs past `sequence` needs cutting.
@@ -174,8 +186,9 @@ extension VaultLogStore {
             if batch.count == Self.foldBatch, let last = batch.last?.header.sequence, last < sequence {
                 prefetched = BatchRead(after: last) { try read(last) }
             }
-            // One event that cannot be opened or decoded quarantines its item only.
-            apply(batch, &projection)
+            // One event that cannot be opened or decoded quarantines its item only; a broken
+            // link stops the fold.
+            try apply(batch, &projection, &walk)
             guard batch.count == Self.foldBatch else { return }
         }
     }
@@ -219,12 +232,13 @@ extension VaultLogStore {
             guard let (_, payload) = try reader.snapshot(userId: projection.userId, key: key) else { return }
             projection = try Self.decodeSnapshot(payload, userId: projection.userId).projection
         }
+        var walk = try ChainWalk.start(reader, userId: projection.userId, after: projection.lastSequence)
         while true {
             let batch = try reader.envelopes(userId: projection.userId, after: projection.lastSequence, limit: Self.foldBatch)
-            guard !batch.isEmpty else { return }
-            apply(batch, to: &projection, key: key)
-            guard batch.count == Self.foldBatch else { return }
+            if !batch.isEmpty { try apply(batch, to: &projection, key: key, walk: &walk) }
+            guard batch.count == Self.foldBatch else { break }
         }
+        try walk.finish(reader, end: projection.lastSequence, bound: .max, key: key)
     }
 
     /// Folds opened events into `projection`; one that cannot be opened or decoded quarantines its item.
@@ -234,10 +248,13 @@ extension VaultLogStore {
     /// later one was not applied, which happens when an unreadable event between them
     /// quarantined the item: its snapshot is then decoded after the batch (it stays the
     /// placeholder only if it does not decode, and the item is quarantined already).
-    private func apply(_ batch: [Envelope], to projection: inout Projection, key: SealingKey) {
+    private func apply(_ batch: [Envelope], to projection: inout Projection, key: SealingKey, walk: inout ChainWalk) throws {
         let lastOperation = Self.lastOperations(batch)
         var summarized: [String: Int] = [:]
         for (i, (envelope, result)) in zip(batch, Self.decodeEach(batch, key: key, lastOperation: lastOperation)).enumerated() {
+            // Decoded, or authenticated and then not decodable: its stored MAC is the writer's.
+            let authenticated = if case .failure(let error) = result { !(error is EnvelopeError) } else { true }
+            try walk.step(envelope.header, mac: envelope.chainValue, authenticated: authenticated)
             switch result {
             case .success(let event):
                 // A quarantined item's later events are not applied.
@@ -273,11 +290,12 @@ extension VaultLogStore {
     /// fields, and a change whose latest version such an event became is marked
     /// (``PendingChange/latestIsInLog``) for ``materialize(_:into:key:)`` (no plaintext is kept:
     /// the few events still latest at the end are read again).
-    func applyOpened(_ batch: [OpenedEvent], to projection: inout Projection) {
+    func applyOpened(_ batch: [OpenedEvent], to projection: inout Projection, walk: inout ChainWalk) throws {
         // Read in place: binding each event (`for event in batch`) copied it, header strings
         // and all, and released the copy again.
-        batch.withUnsafeBufferPointer { events in
+        try batch.withUnsafeBufferPointer { events in
             for i in events.indices {
+                try walk.step(events[i].header, mac: events[i].chainValue, authenticated: events[i].authenticated)
                 switch events[i].opened {
                 case .fields(let type, let fields):
                     projection.applyOperationFields(events[i].header, type: type, passwordChanged: fields.passwordChanged,

@@ -58,12 +58,17 @@ extension VaultLogStore {
                 logger.warning("ignoring an unreadable pending checkpoint", metadata: ["user": "\(userId)"])
             }
         }
+        // The links are checked as the fold of events checks them, and the end against the
+        // head record: a gap stops the count (without the key, MACs stand unchecked).
+        var walk = try ChainWalk.start(reader, userId: userId, after: projection.lastSequence)
         var folded = 0
-        try reader.forEachHeader(userId: userId, after: projection.lastSequence) { header in
+        try reader.forEachHeaderAndMAC(userId: userId, after: projection.lastSequence) { header, mac in
+            try walk.step(header, mac: mac, authenticated: true)
             projection.apply(header)
             folded += 1
             return true
         }
+        try walk.finish(reader, end: projection.lastSequence, bound: .max, key: nil)
         return (projection, folded)
     }
 

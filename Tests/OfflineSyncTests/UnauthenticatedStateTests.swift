@@ -1,7 +1,7 @@
 import Foundation
 import LMDB
 import Testing
-import EventLog
+@testable import EventLog
 import VaultCrypto
 import VaultModel
 @_spi(Tools) @testable import OfflineSync
@@ -166,11 +166,18 @@ import VaultLogTestSupport
         try h.store.append(userId: h.userId, cipherId: "item-1", type: .created, body: .operation(operation))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
+        // Chained onto the user's event before it, with the head record moved to it, as an
+        // append would have made it (only an import of a crafted file can put it there).
+        let key = try h.store.sealingKey(userId: h.userId)
+        let previous = try #require(try h.store.log.read { try $0.envelope(at: $0.lastSequence()) })
         let header = EventHeader(sequence: .max, userId: h.userId, cipherId: "item-2",
-                                 eventType: VaultEventType.created.rawValue, recordedAtMillis: 0)
+                                 eventType: VaultEventType.created.rawValue, recordedAtMillis: 0, previousMAC: Array(previous.mac))
         let sealed = try Envelope(bytes: Envelope.seal(header: header, body: Array(encoder.encode(operation)),
-                                                       key: h.store.sealingKey(userId: h.userId), iv: [UInt8](repeating: 3, count: 16)[...]))
-        try h.store.log.write { try $0.appendSealed(sealed) }
+                                                       key: key, iv: [UInt8](repeating: 3, count: 16)[...]))
+        try h.store.log.write { txn in
+            try txn.appendSealed(sealed)
+            try txn.putHead(HeadRecord(userId: h.userId, lastSequence: .max, chain: Array(sealed.mac)), key: key)
+        }
         // A sealed checkpoint as of the last sequence: the next fold starts after it.
         try h.store.saveCheckpoint(try h.store.projection(userId: h.userId))
         h.store.lock(userId: h.userId)

@@ -52,7 +52,7 @@ struct CLIError: Error, CustomStringConvertible {
             switch error {
             case .storage(_, let lmdb):
                 return lmdbError(lmdb, dataFile: dataFile)
-            case .newerStoreFormat, .corruptMetadata, .checkpoint, .headRecord, .snapshot, .sequenceSpaceExhausted:
+            case .newerStoreFormat, .corruptMetadata, .checkpoint, .headRecord, .snapshot, .sequenceSpaceExhausted, .chainBroken:
                 return .storage("\(dataFile): \(error)")
             }
         case let error as LMDBError:
