@@ -127,14 +127,29 @@ public final class TransportPool<Machine: Sendable>: Sendable {
 /// the dispatch sources watching its sockets) with races that can crash the process in
 /// libdispatch. A session holds no state of a client: each request carries its own token and
 /// timeout, and cookies and caches are off.
+///
+/// Redirects are not followed: a 3xx reply is returned as the reply (the client reports it as
+/// an unexpected status), so the bearer token never goes to the host a `Location` names.
 public struct URLSessionTransport: HTTPTransport {
     private let session: URLSession
+    private let bodyLimit: Int
+
+    /// The largest reply body accepted, the same as `AsyncHTTPClientTransport.maximumBodyBytes`
+    /// (a full sync of a very large vault stays far below it). A longer body fails the request.
+    public static let maximumBodyBytes = 256 << 20
 
     /// A transport that gives up after `timeout` seconds without progress, with at most
     /// `maximumConnectionsPerHost` connections to one host. (FoundationNetworking times requests
     /// by the session's setting, so the timeout is fixed per transport, not per request.)
     public init(timeout: TimeInterval = 30, maximumConnectionsPerHost: Int = 16) {
+        self.init(timeout: timeout, maximumConnectionsPerHost: maximumConnectionsPerHost, maximumBodyBytes: Self.maximumBodyBytes)
+    }
+
+    /// A transport with another body limit than ``maximumBodyBytes`` (tests of the limit).
+    init(timeout: TimeInterval, maximumConnectionsPerHost: Int, maximumBodyBytes: Int) {
+        precondition(maximumBodyBytes >= 0, "the body limit must not be negative")
         session = Self.sessions.machine(for: HTTPTransportSettings(timeout: timeout, maximumConnectionsPerHost: maximumConnectionsPerHost))
+        bodyLimit = maximumBodyBytes
     }
 
     private static let sessions = TransportPool<URLSession> { settings in
@@ -148,8 +163,9 @@ public struct URLSessionTransport: HTTPTransport {
         return URLSession(configuration: configuration)
     }
 
-    /// Sends `request` with a `URLSession` data task and returns the reply, whatever its status.
-    /// Throws only ``HTTPTransportFailure``; cancelling the calling task cancels the data task.
+    /// Sends `request` with a `URLSession` data task and returns the reply, whatever its status
+    /// (a redirect too: it is not followed). Throws only ``HTTPTransportFailure``, also for a
+    /// body over ``maximumBodyBytes``; cancelling the calling task cancels the data task.
     public func send(_ request: HTTPTransportRequest) async throws -> HTTPTransportResponse {
         var urlRequest = URLRequest(url: request.url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout)
         urlRequest.httpMethod = request.method
@@ -158,21 +174,37 @@ public struct URLSessionTransport: HTTPTransport {
         let box = TaskBox()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPTransportResponse, any Error>) in
+                let limit = bodyLimit
                 let task = session.dataTask(with: urlRequest) { data, response, error in
                     if let error {
                         continuation.resume(throwing: Self.failure(error, timeout: request.timeout))
                     } else if let http = response as? HTTPURLResponse {
-                        continuation.resume(returning: HTTPTransportResponse(status: http.statusCode, body: data ?? Data()))
+                        let body = data ?? Data()
+                        if body.count > limit || http.expectedContentLength > Int64(limit) {
+                            continuation.resume(throwing: Self.tooLarge(limit: limit))
+                        } else {
+                            continuation.resume(returning: HTTPTransportResponse(status: http.statusCode, body: body))
+                        }
                     } else {
                         continuation.resume(throwing: HTTPTransportFailure(message: "no HTTP response", requestMayHaveArrived: true))
                     }
                 }
+                task.delegate = RedirectRefusal.shared
                 box.set(task)
                 task.resume()
             }
         } onCancel: {
             box.cancel()
         }
+    }
+
+    /// A reply whose body is over `limit`: the server answered (the request may have been applied).
+    private static func tooLarge(limit: Int) -> HTTPTransportFailure {
+        let size = limit % (1 << 20) == 0 && limit > 0 ? "\(limit >> 20) MiB" : "\(limit) bytes"
+        return HTTPTransportFailure(
+            message: "the reply's body is larger than \(size), the most this client accepts "
+                + "(URLSessionTransport.maximumBodyBytes); check that the server URL points at a Bitwarden server",
+            requestMayHaveArrived: true)
     }
 
     private static func failure(_ error: any Error, timeout: TimeInterval) -> HTTPTransportFailure {
@@ -183,6 +215,18 @@ public struct URLSessionTransport: HTTPTransport {
         let neverSent = [URLError.cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet]
             .map(\.rawValue).contains(nsError.code)
         return HTTPTransportFailure(message: "\(reason) (\(nsError.domain) \(nsError.code))", requestMayHaveArrived: !neverSent)
+    }
+}
+
+/// Every data task's delegate: refuses each redirect, so the 3xx reply itself completes the
+/// task and no request (with its bearer token) goes to the `Location`. A per-task delegate
+/// because the sessions are shared and made without one; it holds no state.
+private final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
+    static let shared = RedirectRefusal()
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(nil)
     }
 }
 

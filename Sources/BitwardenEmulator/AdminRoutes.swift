@@ -67,13 +67,19 @@ extension BitwardenEmulator {
             case .string("reset")?: failure = .resetConnection
             case .string("close")?: failure = .closeConnection
             case .string("apply-then-drop")?: failure = .applyThenDropResponse
+            case .object(let redirect)? where redirect["location"] != nil:
+                guard case .integer(let status)? = redirect["status"], (300...399).contains(status),
+                      case .string(let location)? = redirect["location"], !location.isEmpty else {
+                    return bad("failure: a redirect is {\"status\": 300-399, \"location\": \"URL\"}.")
+                }
+                failure = .redirect(status: Int(status), location: location)
             case .object(let reply)?:
                 guard case .integer(let status)? = reply["status"], (100...599).contains(status), case .string(let text)? = reply["body"] else {
                     return bad("failure: a reply is {\"status\": 100-599, \"body\": \"raw text\"}.")
                 }
                 failure = reply["apply"] == .bool(false) ? .reply(status: Int(status), body: text)
                     : .applyThenReply(status: Int(status), body: text)
-            default: return bad("failure: expected an HTTP status (400-599), \"reset\", \"close\", \"apply-then-drop\" or {\"status\": N, \"body\": \"raw text\"}.")
+            default: return bad("failure: expected an HTTP status (400-599), \"reset\", \"close\", \"apply-then-drop\", {\"status\": N, \"body\": \"raw text\"} or {\"status\": 3xx, \"location\": \"URL\"}.")
             }
             faults.failNext(count, matching: RouteMatcher(route), with: failure)
             return .json(200, faultsJSON())
@@ -179,6 +185,7 @@ extension BitwardenEmulator {
                 case .applyThenDropResponse: .string("apply-then-drop")
                 case .applyThenReply(let status, let body): .object(["status": .integer(Int64(status)), "body": .string(body)])
                 case .reply(let status, let body): .object(["status": .integer(Int64(status)), "body": .string(body), "apply": .bool(false)])
+                case .redirect(let status, let location): .object(["status": .integer(Int64(status)), "location": .string(location)])
                 }
                 return .object(["route": .string(scripted.route.description), "failure": failure,
                                 "remaining": .integer(Int64(scripted.remaining))])

@@ -71,6 +71,10 @@ extension BitwardenEmulator {
             _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
             record(request, status: status, fault: decision.failure, offline: nil)
             return Self.hbResponse(EmulatorResponse(status: status, headers: [("Content-Type", "text/html; charset=utf-8")], body: Array(body.utf8)))
+        case .redirect(let status, let location)?:
+            _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            record(request, status: status, fault: decision.failure, offline: nil)
+            return Self.hbResponse(EmulatorResponse(status: status, headers: [("Location", location)], body: []))
         case nil:
             let emulatorRequest: EmulatorRequest
             do {

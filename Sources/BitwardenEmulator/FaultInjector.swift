@@ -79,6 +79,10 @@ public enum InjectedFailure: Sendable, Hashable, Codable, CustomStringConvertibl
     /// Answer with this status and these raw bytes **without** applying the request (a proxy
     /// in front of the server: an HTML 403, a bare 413).
     case reply(status: Int, body: String)
+    /// Answer with this 3xx status and a `Location` header naming `location`, without applying
+    /// the request (a server or proxy that moved): a client must not follow it, or it would
+    /// send the request and its bearer token wherever `location` points.
+    case redirect(status: Int, location: String)
 
     /// A short phrase for logs and recorded requests, e.g. "HTTP 503" or "reset connection";
     /// reply bodies are cut to their first 40 characters.
@@ -90,6 +94,7 @@ public enum InjectedFailure: Sendable, Hashable, Codable, CustomStringConvertibl
         case .applyThenDropResponse: "apply, then drop the response"
         case .applyThenReply(let status, let body): "apply, then reply HTTP \(status) \(body.prefix(40).debugDescription)"
         case .reply(let status, let body): "reply HTTP \(status) \(body.prefix(40).debugDescription) without applying"
+        case .redirect(let status, let location): "redirect HTTP \(status) to \(location) without applying"
         }
     }
 }

@@ -16,7 +16,9 @@ struct Verify: ParsableCommand {
         log's headers. With a key, the MAC of each of that \
         user's events and checkpoints is checked too, which detects any flipped byte; without one \
         only structure can be checked (and the report says so).
-        Progress is shown on stderr when stderr is a terminal.
+        Progress is shown on stderr when stderr is a terminal. \
+        The walk runs in a child process: a file damaged so that LMDB cannot read it (the \
+        reader crashes) is reported with exit code 4 instead of a crash.
 
         Examples:
           vaultlog verify store
@@ -33,7 +35,15 @@ struct Verify: ParsableCommand {
     @OptionGroup(title: "Key (optional; needed to check MACs)")
     var key: KeyOptions
 
+    /// Set by the parent for the child that walks the store (``CrashIsolation``).
+    @Flag(name: .customLong(String(CrashIsolation.inThisProcessFlag.dropFirst(2))), help: .hidden)
+    var inThisProcess = false
+
     func run() throws {
+        guard inThisProcess else {
+            try reportingErrors(storePath: directory) { try CrashIsolation.runInChild(storePath: directory) }
+            return
+        }
         var clean = true
         try reportingErrors(storePath: directory) {
             let store = try StoreAccess.openForReading(directory)

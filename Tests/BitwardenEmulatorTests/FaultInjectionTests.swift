@@ -219,6 +219,18 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test func adminRoutes_scriptARedirect_andReportIt() async throws {
+        try await Harness.with(.bitwarden, adminToken: "s3cret") { h in
+            let location = "http://127.0.0.1:9/api/sync"
+            let body = Data(#"{"route":"GET /api/sync","failure":{"status":307,"location":"\#(location)"}}"#.utf8)
+            let scripted = try await h.raw("POST", "/admin/faults/fail-next", body: body, token: "", headers: ["X-Admin-Token": "s3cret"])
+            #expect(scripted.status == 200, "\(String(decoding: scripted.body, as: UTF8.self))")
+            let failNext = try RawHTTP.json(scripted.body)["failNext"] as? [[String: Any]]
+            #expect((failNext?.first?["failure"] as? [String: Any])?["location"] as? String == location)
+            #expect(await apiError { _ = try await h.client.sync() }?.status == 307)
+        }
+    }
+
     @Test func adminRoutes_areAbsentWithoutAToken() async throws {
         try await Harness.with(.bitwarden) { h in
             let reply = try await h.raw("GET", "/admin/faults", token: "", headers: ["X-Admin-Token": ""])

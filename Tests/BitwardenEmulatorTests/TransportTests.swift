@@ -1,4 +1,4 @@
-import BitwardenAPI
+@testable import BitwardenAPI
 import BitwardenAPINIO
 import BitwardenEmulator
 import Foundation
@@ -104,6 +104,46 @@ struct TransportTests {
             await #expect(throws: (any Error).self) { _ = try await request.value }
             #expect(ContinuousClock.now - started < .milliseconds(2500))
             h.emulator.faults.clear()
+        }
+    }
+
+    /// A redirect is a reply, not an instruction: following it would carry the request and its
+    /// bearer token to whatever host the `Location` names (here another server, which would
+    /// answer 200).
+    @Test(arguments: TransportKind.allCases, [302, 307])
+    func aRedirect_isNotFollowed_andFailsWithItsStatus(transport: TransportKind, status: Int) async throws {
+        let elsewhere = BitwardenEmulator()
+        let target = try await elsewhere.start()
+        do {
+            try await Harness.with(.bitwarden, transport: transport) { h in
+                h.emulator.faults.failNext(matching: RouteMatcher("GET /api/sync"),
+                                           with: .redirect(status: status, location: target.absoluteString + "/alive"))
+                let error = await apiError { _ = try await h.client.sync() }
+                #expect(error?.status == status, "\(String(describing: error))")
+                #expect(error?.serverErrorKind == .unavailable)
+                #expect(elsewhere.recentRequests.isEmpty, "the redirect was followed: \(elsewhere.recentRequests)")
+            }
+        } catch {
+            await elsewhere.stop()
+            throw error
+        }
+        await elsewhere.stop()
+    }
+
+    /// A reply body over the limit fails the request, naming the limit, instead of reaching the
+    /// client (the real limit is 256 MiB; this transport is given 1 KiB).
+    @Test func aReplyBodyOverTheLimit_failsNamingTheLimit() async throws {
+        try await Harness.with(.bitwarden) { h in
+            var configuration = Harness.clientConfiguration(h.baseURL)
+            configuration.transport = URLSessionTransport(timeout: 10, maximumConnectionsPerHost: 16, maximumBodyBytes: 1024)
+            let limited = BitwardenClient(configuration: configuration)
+            limited.setTokens(h.client.tokens)
+            h.emulator.faults.failNext(matching: RouteMatcher("GET /api/folders"),
+                                       with: .reply(status: 200, body: String(repeating: "x", count: 4096)))
+            let error = await apiError { _ = try await limited.folders() }
+            #expect(error?.message.contains("larger than 1024 bytes") == true, "\(String(describing: error))")
+            #expect(error?.requestMayHaveArrived == true)
+            _ = try await limited.folders()   // a reply under the limit still arrives
         }
     }
 

@@ -9,11 +9,16 @@ import VaultLogTestSupport
 
 /// What one run of the binary produced.
 struct RunResult: CustomStringConvertible {
+    /// The exit status, or the number of the signal that killed the process.
     let status: Int32
     let stdout: String
     let stderr: String
+    /// Whether a signal killed the process (then ``status`` is the signal's number).
+    var killedBySignal = false
 
-    var description: String { "exit \(status)\n--- stdout\n\(stdout)\n--- stderr\n\(stderr)" }
+    var description: String {
+        (killedBySignal ? "killed by signal \(status)" : "exit \(status)") + "\n--- stdout\n\(stdout)\n--- stderr\n\(stderr)"
+    }
 
     /// stdout as JSON Lines.
     func jsonLines() throws -> [[String: Any]] {
@@ -89,7 +94,8 @@ enum CLI {
         process.waitUntilExit()
         return RunResult(status: process.terminationStatus,
                          stdout: try String(contentsOfFile: outPath, encoding: .utf8),
-                         stderr: try String(contentsOfFile: errPath, encoding: .utf8))
+                         stderr: try String(contentsOfFile: errPath, encoding: .utf8),
+                         killedBySignal: process.terminationReason == .uncaughtSignal)
     }
 }
 

@@ -45,14 +45,40 @@ enum Secrets {
         return value
     }
 
-    /// Runs `body` with terminal echo off when stdin is a terminal (restored afterwards).
+    /// Runs `body` with terminal echo off when stdin is a terminal (restored afterwards). While
+    /// echo is off, SIGINT and SIGTERM first restore the terminal and then end the process as
+    /// they would have (their default action): Ctrl-C at the prompt must not leave the shell
+    /// with echo off.
     private static func withEchoOff<T>(_ body: () -> T) -> T {
         var saved = termios()
         guard stdinIsTerminal, tcgetattr(0, &saved) == 0 else { return body() }
+        savedTerminal.pointee = saved
+        var previous = (interrupt: sigaction(), terminate: sigaction())
+        _ = sigaction(SIGINT, nil, &previous.interrupt)
+        _ = sigaction(SIGTERM, nil, &previous.terminate)
+        _ = signal(SIGINT, restoreTerminalAndReraise)
+        _ = signal(SIGTERM, restoreTerminalAndReraise)
         var quiet = saved
         quiet.c_lflag &= ~tcflag_t(ECHO)
         _ = tcsetattr(0, TCSAFLUSH, &quiet)
-        defer { _ = tcsetattr(0, TCSAFLUSH, &saved) }
+        defer {
+            _ = tcsetattr(0, TCSAFLUSH, &saved)
+            _ = sigaction(SIGINT, &previous.interrupt, nil)
+            _ = sigaction(SIGTERM, &previous.terminate, nil)
+        }
         return body()
     }
+}
+
+/// The terminal settings from before echo went off, for ``restoreTerminalAndReraise(_:)``:
+/// written before the handler is installed, so the handler only reads it.
+nonisolated(unsafe) private let savedTerminal = UnsafeMutablePointer<termios>.allocate(capacity: 1)
+
+/// The handler of SIGINT and SIGTERM while echo is off. Only async-signal-safe calls: puts the
+/// terminal back (discarding a half-typed secret, so the shell does not read it), restores the
+/// default action and raises the signal again, which ends the process once the handler returns.
+private func restoreTerminalAndReraise(_ signalNumber: Int32) {
+    _ = tcsetattr(0, TCSAFLUSH, savedTerminal)
+    _ = signal(signalNumber, SIG_DFL)
+    _ = raise(signalNumber)
 }
