@@ -314,3 +314,29 @@ extension LogTransaction {
         }
     }
 }
+
+/// Checks of the sealed records an export carries beside its events (head records, snapshot
+/// and per-item records), for an import that has the user's key before it commits anything.
+package enum SealedRecordCheck {
+    /// Whether `bytes` is a head record of `userId` whose MAC `key` confirms.
+    package static func head(_ bytes: [UInt8], userId: String, key: SealingKey) -> Bool {
+        guard let head = HeadRecord(bytes: bytes), head.userId == userId else { return false }
+        return head.authenticate(bytes, key: key)
+    }
+
+    /// The user a snapshot or per-item record belongs to (nil when it parses as neither).
+    package static func user(ofSnapshotRecord bytes: [UInt8]) -> String? {
+        SnapshotRecord.parse(bytes)?.info.userId ?? SnapshotRecord.parseItem(bytes)?.userId
+    }
+
+    /// Whether `bytes`, a snapshot or per-item record, opens with `key`.
+    package static func snapshotRecord(_ bytes: [UInt8], key: SealingKey) -> Bool {
+        if let (info, headerLength) = SnapshotRecord.parse(bytes) {
+            return (try? Envelope.openBody(bytes, headerLength: headerLength, key: key.snapshots, sequence: info.horizon)) != nil
+        }
+        if let item = SnapshotRecord.parseItem(bytes) {
+            return (try? Envelope.openBody(bytes, headerLength: item.headerLength, key: key.snapshots, sequence: item.horizon)) != nil
+        }
+        return false
+    }
+}

@@ -46,17 +46,25 @@ struct Import: ParsableCommand {
             let unlocked = try key.resolve(accounts: scan.metadata.accounts, users: scan.users, where: "in \(file)")
             if let unlocked { try Self.authenticate(scan, unlocked, interruption) }
 
-            let store = try Self.load(scan, into: directory, interruption)
-            defer { store.close() }
+            let target = Target(directory)
+            let store = try Self.load(scan, into: target, interruption)
 
             let report = try store.log.verify(keys: unlocked.map { [$0.userId: $0.sealingKey] } ?? [:])
-            Console.out("imported \(scan.metadata.eventCount) event(s) and \(scan.metadata.accounts.count) account(s) into \(directory)")
-            if report.isClean {
-                Console.out("verify: OK (\(report.eventsChecked) event(s), \(report.eventsAuthenticated) authenticated)")
-            } else {
+            guard report.isClean else {
+                // A store that does not verify is not kept: nothing may act on it by mistake.
+                store.close()
+                target.removeWhatWasCreated()
                 Console.out("verify: \(report.problems.count) problem(s)")
                 for problem in report.problems { Console.out("  \(problem)") }
+                Console.note("the imported store failed its final check and was removed; the export itself is damaged or was edited")
                 throw ExitCode(ExitStatus.problemsFound.rawValue)
+            }
+            defer { store.close() }
+            Console.out("imported \(scan.metadata.eventCount) event(s) and \(scan.metadata.accounts.count) account(s) into \(directory)")
+            Console.out("verify: OK (\(report.eventsChecked) event(s), \(report.eventsAuthenticated) authenticated)")
+            if unlocked == nil {
+                Console.note("no key given: the MACs of the events, head records and compaction snapshots were not checked, only "
+                    + "their structure and chains; check them with 'vaultlog verify \(directory) --email EMAIL'")
             }
         }
     }
@@ -80,7 +88,7 @@ struct Import: ParsableCommand {
             try interruption.check()
             progress.update($0, of: $1)
         }
-        guard !result.failed.isEmpty else { return }
+        guard !result.failed.isEmpty else { return try authenticateRecords(scan, unlocked) }
         if result.passed == 0 {
             throw CLIError.key("the key does not open any event of user \(unlocked.userId) in \(scan.path) (wrong key or wrong --user); nothing was imported")
         }
@@ -88,12 +96,51 @@ struct Import: ParsableCommand {
         throw CLIError.storage("\(scan.path): \(result.failed.count) envelope(s) fail authentication (tampered): \(list); nothing was imported")
     }
 
+    /// Pass 2, continued: the key's user's head record and compaction snapshot records, whose
+    /// MACs the import would otherwise commit unchecked (a forged head would refuse every
+    /// later append).
+    static func authenticateRecords(_ scan: ExportFile, _ unlocked: UnlockedUser) throws {
+        var failed: [String] = []
+        if let head = scan.heads[unlocked.userId], !SealedRecordCheck.head(head, userId: unlocked.userId, key: unlocked.sealingKey) {
+            failed.append("the head record")
+        }
+        let records = scan.snapshots.filter { SealedRecordCheck.user(ofSnapshotRecord: $0) == unlocked.userId }
+        let unopened = records.filter { !SealedRecordCheck.snapshotRecord($0, key: unlocked.sealingKey) }.count
+        if unopened > 0 { failed.append("\(unopened) of \(records.count) compaction snapshot record(s)") }
+        guard failed.isEmpty else {
+            throw CLIError.storage("\(scan.path): \(failed.joined(separator: " and ")) of user \(unlocked.userId) fail authentication (tampered, or sealed under another key); nothing was imported")
+        }
+    }
+
+    /// Where an import writes, and what was there before it, so that what it created can be
+    /// removed again (the directory, or the store files in an empty one).
+    struct Target {
+        let directory: String
+        let created: Bool
+        let existing: Set<String>
+
+        init(_ directory: String) {
+            self.directory = directory
+            created = !FileManager.default.fileExists(atPath: directory)
+            existing = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+        }
+
+        func removeWhatWasCreated() {
+            if created {
+                try? FileManager.default.removeItem(atPath: directory)
+            } else {
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where !existing.contains(name) {
+                    try? FileManager.default.removeItem(atPath: (directory as NSString).appendingPathComponent(name))
+                }
+            }
+        }
+    }
+
     /// Pass 3: every envelope written into a new store in one transaction, each line checked
     /// as it is written, and the stored accounts. Returns the opened store. What the import
     /// created (the directory, or the store files in an empty one) is removed when it fails.
-    static func load(_ scan: ExportFile, into directory: String, _ interruption: Interruption? = nil) throws -> VaultLogStore {
-        let created = !FileManager.default.fileExists(atPath: directory)
-        let existing = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+    static func load(_ scan: ExportFile, into target: Target, _ interruption: Interruption? = nil) throws -> VaultLogStore {
+        let directory = target.directory
         var options = VaultLogStoreOptions()
         options.eventLog.logger = Console.logger("vaultlog.eventlog")
         options.logger = Console.logger("vaultlog.offlinesync")
@@ -106,13 +153,7 @@ struct Import: ParsableCommand {
             try store.importEvents(from: scan) { try interruption?.check(); progress.update($0, of: $1) }
         } catch {
             store.close()
-            if created {
-                try? FileManager.default.removeItem(atPath: directory)
-            } else {
-                for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where !existing.contains(name) {
-                    try? FileManager.default.removeItem(atPath: (directory as NSString).appendingPathComponent(name))
-                }
-            }
+            target.removeWhatWasCreated()
             if let problem = error as? ExportFile.Problem { throw CLIError.storage("\(problem); nothing was imported") }
             if case OfflineSyncError.storeNotEmpty = error {
                 throw CLIError.usage("\(directory) received events while importing; nothing was imported")

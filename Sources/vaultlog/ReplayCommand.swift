@@ -42,7 +42,7 @@ struct ReplayScenarios: AsyncParsableCommand {
         let scan = try Import.scan(file)
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("vaultlog-replay-log-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try Import.load(scan, into: directory)
+        let store = try Import.load(scan, into: Import.Target(directory))
         defer { store.close() }
         let actual = try RecordedLog.observe(store: store, email: expected.email, password: expected.password)
         var mismatches = RecordedLog.compare(expected, actual)

@@ -133,6 +133,8 @@ struct IntegrityCommandTests {
         let imported = try CLI.run(["import", file, copy])
         #expect(imported.status == 0, "\(imported)")
         #expect(imported.stdout.contains("verify: OK"))
+        #expect(imported.stderr.contains("no key given: the MACs") && imported.stderr.contains("were not checked"),
+                "an import without a key says what it could not check: \(imported)")
 
         let original = try StoreFixture.envelopes(of: fixture.store)
         let restored = try StoreFixture.envelopes(of: copy)
@@ -203,6 +205,30 @@ struct IntegrityCommandTests {
         let result = try CLI.run(["import", file, work.file("copy")])
         #expect(result.status == 1, "\(result)")
         #expect(result.stdout.contains("last event is \(last.header.sequence)"), "\(result)")
+        // A store that fails its final check is not kept (it used to stay, for an app to open).
+        #expect(!FileManager.default.fileExists(atPath: work.file("copy")), "the store that failed its check is still there")
+        #expect(result.stderr.contains("failed its final check and was removed"), "\(result)")
+    }
+
+    /// With the key, the head records and snapshots the export carries are checked before
+    /// anything is committed (a forged head record used to be imported, and then refused every
+    /// append of its user).
+    @Test func import_withTheKey_refusesATamperedHeadRecord_andImportsNothing() throws {
+        let work = TemporaryDirectory("vaultlog-import", create: true)
+        let file = work.file("log.jsonl")
+        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
+        var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        var metadata = try ExportFormat.metadata(line: lines[0])
+        var head = try #require(metadata.heads?[StoreFixture.userA].flatMap { Base64.decode($0) })
+        head[head.count - 1] ^= 0x01
+        metadata.heads?[StoreFixture.userA] = Base64.encode(head)
+        lines[0] = try ExportFormat.encode(metadata)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let target = work.file("copy")
+        let result = try CLI.run(["import", file, target] + fixture.passwordArgs)
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("the head record of user \(StoreFixture.userA) fail authentication"), "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: target), "nothing is created for a refused file")
     }
 
     @Test func import_truncatedFile_isRefused() throws {
