@@ -28,7 +28,8 @@ extension OfflineSyncResolver {
             let decision = UpdateDecision.decide(
                 latest: item.latest, base: base, localUpdatedAt: item.change.updatedAt,
                 passwordChanges: item.passwordChangesSincePush, server: serverCopy,
-                softConflictThreshold: options.softConflictPasswordChangeThreshold, own: own, createChain: createChain)
+                softConflictThreshold: options.softConflictPasswordChangeThreshold,
+                own: try ownWrites(own, covering: serverCopy, item: item, run: run), createChain: createChain)
             switch decision {
             case .alreadyApplied:
                 // Our PUT was applied but its answer lost: the passwords the 5-entry history
@@ -132,6 +133,26 @@ extension OfflineSyncResolver {
                  .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
                  .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
                 break
+            }
+        }
+        return own
+    }
+
+    /// `own` with the server copy's revision when the server gave it to a write of this device
+    /// in an earlier change of the item. A save that read the item while a run was resolving it,
+    /// and was appended after the run's outcome, starts a new change based on the revision before
+    /// the run's push: the server copy is then the run's own write, not another device's change.
+    /// The item's earlier outcomes are read only then (a server copy no write of this change made).
+    func ownWrites(_ own: OwnWrites, covering server: Cipher?, item: Item, run: RunContext) throws -> OwnWrites {
+        guard let server, let revision = server.revisionDate, !own.wrote(server) else { return own }
+        // Any revision the server gave this device's write to the item identifies that write:
+        // revisions only grow, so no other device's change can carry one.
+        let recording: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated].map(\.rawValue))
+        for header in try store.log.headers(userId: run.userId, cipherId: item.id).reversed() where recording.contains(header.eventType) {
+            if try store.event(at: header.sequence, userId: run.userId)?.outcome?.revisionDate == revision {
+                var more = own
+                more.revisions.insert(revision)
+                return more
             }
         }
         return own

@@ -47,6 +47,40 @@ import VaultLogTesting
         #expect(try h.store.pendingCount(userId: h.userId) == 0)
     }
 
+    /// A save that read the item while a run was resolving it and was appended after the run's
+    /// outcome: its base is the revision before the run's push. The server copy is then the
+    /// run's own write (recorded in the log with the earlier change), not another device's: the
+    /// save is pushed without a backup (`vaultlog simulate --concurrent --seeds 699` made one
+    /// about one run in thirty).
+    @Test func aChangeBasedBeforeThisDevicesEarlierPush_isPushedWithoutABackup() async throws {
+        let h = try Harness()
+        let view = try await h.seedSynced("Bank")
+        let base = try #require(view.revisionDate)
+        h.server.fail(with: NotConnectedError(), times: 3)
+        var edited = view
+        for n in 1...3 {
+            edited.login?.password = "offline-\(n)"
+            guard case .savedOffline = try await h.repository().updateCipher(edited) else { Issue.record("not saved offline"); return }
+        }
+        let r = resolver(h)
+        #expect(try await r.processPendingChanges(userId: h.userId).items.map(\.outcome) == [.pushed])
+        let pushed = try #require(h.server.cipher(view.id!)?.revisionDate)
+        #expect(pushed != base)
+        // The racing save: made from the item as it was before the push.
+        var late = edited
+        late.notes = "saved during the run"
+        var cipher = try late.encrypt(userKey: h.userKey)
+        cipher.revisionDate = base
+        try await h.store.append(userId: h.userId, cipherId: view.id!, type: .updated,
+                                 body: .operation(OperationBody(cipher: cipher, passwordChanged: false, baseRevisionDate: base,
+                                                                at: BitwardenDate(h.clock.now))),
+                                 localChanges: [.upsert(cipher)])
+        let report = try await r.processPendingChanges(userId: h.userId)
+        #expect(report.items.map(\.outcome) == [.pushed], "\(report.items)")
+        #expect(h.server.state.withLock { $0.ciphers.count } == 1, "no backup of the run's own write")
+        #expect(try h.server.cipher(view.id!)?.decrypt(userKey: h.userKey).notes == "saved during the run")
+    }
+
     @Test func failingItem_backsOff_thenDeadLetters_andRetryRequestRevivesIt() async throws {
         let h = try Harness()
         let view = try await h.seedSynced("Bank")

@@ -123,6 +123,29 @@ import Testing
         }
     }
 
+    /// Three offline password changes (too few for the soft-conflict backup) and no other
+    /// device: a save of the item right after the run's PUT, before the run records its
+    /// outcome, must not make the next resolution take the run's own write for another
+    /// device's change and back it up (found by `vaultlog simulate --concurrent --seeds 699`,
+    /// about one run in thirty).
+    @Test(arguments: [true, false], [1, 2])
+    func aSaveRightAfterTheRunsPush_makesNoBackup(passwordChange: Bool, effect: Int) async throws {
+        var steps: [ScenarioStep] = [ScenarioStep(.offline)]
+        for n in 1...3 { steps += [ScenarioStep(.advance, seconds: 10), ScenarioStep(.update, ref: "bank", item: ScenarioItem(password: "off-\(n)"))] }
+        steps.append(ScenarioStep(.online))
+        let save = ScenarioStep(.update, ref: "bank", item: passwordChange ? ScenarioItem(password: "at-effect") : ScenarioItem(notes: "at effect"))
+        steps += [ScenarioStep(.atEffect, afterEffect: effect, steps: [save]),
+                  ScenarioStep(.sync, optional: true),
+                  ScenarioStep(.advance, seconds: 60), ScenarioStep(.sync)]
+        let scenario = Self.scenario("save-after-push-\(passwordChange)-\(effect)", server: [
+            ScenarioServerItem(ref: "bank", item: Self.item("Bank", "pw-0")),
+        ], steps)
+        let (outcome, violations) = try await Self.run(scenario)
+        #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")
+        let bank = Self.server(outcome).filter { ($0.name ?? "").hasPrefix("Bank") }
+        #expect(bank.count == 1, "no backup: \(bank.map { $0.name ?? "-" })")
+    }
+
     /// Five offline password changes, another device's later edit (the server copy wins: the
     /// local version is backed up, effect 1), and a trash move saved right after that backup:
     /// the run's extra pass for the trash move must not back the same version up again (found
