@@ -50,7 +50,7 @@ replay: build
 # module: a broken symbol link is an error. HTML in .build/docs/OfflineSync.doccarchive.
 DOCS_SYMBOLS := .build/docs/symbol-graphs
 docs: build
-	@rm -rf $(DOCS_SYMBOLS) && mkdir -p $(DOCS_SYMBOLS)
+	@rm -rf $(DOCS_SYMBOLS) && mkdir -p $(DOCS_SYMBOLS)/kit
 	$(SWIFT) symbolgraph-extract -module-name OfflineSync -I $$($(SWIFT) build --show-bin-path)/Modules \
 		-Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap -Xcc -fmodule-map-file=Sources/CArgon2/module.modulemap -Xcc -fmodule-map-file=Sources/CLibCrypto/module.modulemap \
 		-target $$(uname -m)-unknown-linux-gnu -minimum-access-level public -output-dir $(DOCS_SYMBOLS)

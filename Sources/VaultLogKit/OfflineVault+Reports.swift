@@ -54,7 +54,7 @@ extension OfflineVault {
     // MARK: Conflict reports
 
     /// The reports the app has not marked as reviewed, oldest first: by default only the ones a
-    /// user should hear about (``ResolutionRecord/isConflict``: backups, dropped deletes,
+    /// user should hear about (`ResolutionRecord.isConflict` in OfflineSync: backups, dropped deletes,
     /// re-creations, discarded changes); with `includingRoutine`, pushes and deletes too. Read
     /// from the log, so they survive a relaunch and another process's syncs show here too.
     public func conflictReports(includingRoutine: Bool = false) throws -> [ConflictReport] {
