@@ -172,15 +172,23 @@ struct IntegrityCommandTests {
         #expect(!FileManager.default.fileExists(atPath: target), "nothing is created for a refused file")
     }
 
-    @Test func import_accountWithKdfOutOfRange_isRefusedNamingTheAccount() throws {
-        let work = TemporaryDirectory("vaultlog-import", create: true)
+    /// The fixture's export in `work`, its metadata and lines changed by `edit`, written back as
+    /// a file; returns the file and the metadata as edited.
+    func editedExport(_ work: TemporaryDirectory,
+                      _ edit: (inout ExportFormat.Metadata, inout [String]) throws -> Void) throws -> (file: String, metadata: ExportFormat.Metadata) {
         let file = work.file("log.jsonl")
         #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
         var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
         var metadata = try ExportFormat.metadata(line: lines[0])
-        metadata.accounts[0].kdf = .pbkdf2(iterations: 5_000_000_000)
+        try edit(&metadata, &lines)
         lines[0] = try ExportFormat.encode(metadata)
         try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        return (file, metadata)
+    }
+
+    @Test func import_accountWithKdfOutOfRange_isRefusedNamingTheAccount() throws {
+        let work = TemporaryDirectory("vaultlog-import", create: true)
+        let (file, metadata) = try editedExport(work) { metadata, _ in metadata.accounts[0].kdf = .pbkdf2(iterations: 5_000_000_000) }
         let target = work.file("copy")
         let result = try CLI.run(["import", file, target])
         #expect(result.status == 4, "\(result)")
@@ -191,17 +199,15 @@ struct IntegrityCommandTests {
 
     @Test func import_keepsTheHeadRecords_soARemovedTailIsStillFound() throws {
         let work = TemporaryDirectory("vaultlog-import", create: true)
-        let file = work.file("log.jsonl")
-        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
-        var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
-        var metadata = try ExportFormat.metadata(line: lines[0])
-        #expect(metadata.heads?.isEmpty == false, "the export carries the sealed heads")
-        // Drop the last event (metadata adjusted so the file itself is consistent).
-        let last = try ExportFormat.envelope(line: lines.removeLast())
-        metadata.eventCount -= 1
-        metadata.lastSequence = try ExportFormat.envelope(line: lines.last!).header.sequence
-        lines[0] = try ExportFormat.encode(metadata)
-        try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        var removed: Envelope?
+        let (file, _) = try editedExport(work) { metadata, lines in
+            #expect(metadata.heads?.isEmpty == false, "the export carries the sealed heads")
+            // Drop the last event (metadata adjusted so the file itself is consistent).
+            removed = try ExportFormat.envelope(line: lines.removeLast())
+            metadata.eventCount -= 1
+            metadata.lastSequence = try ExportFormat.envelope(line: lines.last!).header.sequence
+        }
+        let last = try #require(removed)
         let result = try CLI.run(["import", file, work.file("copy")])
         #expect(result.status == 1, "\(result)")
         #expect(result.stdout.contains("last event is \(last.header.sequence)"), "\(result)")
@@ -215,15 +221,11 @@ struct IntegrityCommandTests {
     /// append of its user).
     @Test func import_withTheKey_refusesATamperedHeadRecord_andImportsNothing() throws {
         let work = TemporaryDirectory("vaultlog-import", create: true)
-        let file = work.file("log.jsonl")
-        #expect(try CLI.run(["export", fixture.store, "--out", file]).status == 0)
-        var lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
-        var metadata = try ExportFormat.metadata(line: lines[0])
-        var head = try #require(metadata.heads?[StoreFixture.userA].flatMap { Base64.decode($0) })
-        head[head.count - 1] ^= 0x01
-        metadata.heads?[StoreFixture.userA] = Base64.encode(head)
-        lines[0] = try ExportFormat.encode(metadata)
-        try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let (file, _) = try editedExport(work) { metadata, _ in
+            var head = try #require(metadata.heads?[StoreFixture.userA].flatMap { Base64.decode($0) })
+            head[head.count - 1] ^= 0x01
+            metadata.heads?[StoreFixture.userA] = Base64.encode(head)
+        }
         let target = work.file("copy")
         let result = try CLI.run(["import", file, target] + fixture.passwordArgs)
         #expect(result.status == 4, "\(result)")
