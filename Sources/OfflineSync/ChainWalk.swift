@@ -20,9 +20,10 @@ struct ChainWalk {
     var lastChained = false
 
     /// The walk of `userId`'s events after `sequence`, which the projection a fold starts from
-    /// was brought up to.
-    static func start(_ reader: LogReader, userId: String, after sequence: UInt64) throws -> ChainWalk {
-        try checkBeginning(reader, userId: userId)
+    /// was brought up to. `checkingBeginning` false: that projection is one this process folded
+    /// with its beginning checked already (the store's cached projection).
+    static func start(_ reader: LogReader, userId: String, after sequence: UInt64, checkingBeginning: Bool = true) throws -> ChainWalk {
+        if checkingBeginning { try checkBeginning(reader, userId: userId) }
         if let tip = try reader.chainValue(userId: userId, at: sequence) { return ChainWalk(userId: userId, tip: tip) }
         // Compacted past it: the fold starts again from the snapshot (``restart(_:at:)``).
         guard try reader.horizon(userId: userId) <= sequence else { return ChainWalk(userId: userId, tip: nil) }

@@ -30,11 +30,15 @@ extension VaultLogStore {
     /// Every event's link to the user's event before it is checked, and the fold's end against
     /// the user's head record (``ChainWalk``): a log with a gap throws
     /// `EventLogError.chainBroken(userId:sequence:reason:)` and nothing is folded.
+    ///
+    /// `resumingChecked`: `projection` is the one this process keeps, folded with the log's
+    /// beginning checked, so only the links after it and the end are checked.
     func fold(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
-              deferred checkpointSnapshots: DeferredSnapshots = [:]) throws {
+              deferred checkpointSnapshots: DeferredSnapshots = [:], resumingChecked: Bool = false) throws {
         var start = projection
         var deferred = checkpointSnapshots
-        var walk = try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: true)
+        var walk = try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: true,
+                                checkingBeginning: !resumingChecked)
         if !materialize(deferred, into: &projection, key: key) {
             logger.warning("a pending item's latest snapshot does not decode; folding again eagerly", metadata: ["user": "\(userId)"])
             // Eager: the checkpoint's snapshots first; one that does not decode means no checkpoint.
@@ -130,9 +134,9 @@ extension VaultLogStore {
     /// snapshots, dropped when the fold starts again from a compaction snapshot. Returns the
     /// chain walk where the fold ended, for its check against the head record.
     private func foldLoop(into projection: inout Projection, userId: String, upTo sequence: UInt64, key: SealingKey,
-                          deferred: inout DeferredSnapshots, lazy: Bool) throws -> ChainWalk {
+                          deferred: inout DeferredSnapshots, lazy: Bool, checkingBeginning: Bool = true) throws -> ChainWalk {
         let after = projection.lastSequence
-        var walk = try log.read { try ChainWalk.start($0, userId: userId, after: after) }
+        var walk = try log.read { try ChainWalk.start($0, userId: userId, after: after, checkingBeginning: checkingBeginning) }
         if lazy {
             // Each batch read and opened in one read transaction, where LMDB maps the events.
             try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, walk: &walk,
@@ -232,7 +236,8 @@ extension VaultLogStore {
             guard let (_, payload) = try reader.snapshot(userId: projection.userId, key: key) else { return }
             projection = try Self.decodeSnapshot(payload, userId: projection.userId).projection
         }
-        var walk = try ChainWalk.start(reader, userId: projection.userId, after: projection.lastSequence)
+        // `projection` is the store's cached one (its beginning checked when it was folded).
+        var walk = try ChainWalk.start(reader, userId: projection.userId, after: projection.lastSequence, checkingBeginning: false)
         while true {
             let batch = try reader.envelopes(userId: projection.userId, after: projection.lastSequence, limit: Self.foldBatch)
             if !batch.isEmpty { try apply(batch, to: &projection, key: key, walk: &walk) }

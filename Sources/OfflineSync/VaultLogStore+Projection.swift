@@ -15,12 +15,13 @@ extension VaultLogStore {
     public func projection(userId: String) throws -> Projection {
         let keys = try keys(userId)
         var deferred = DeferredSnapshots()
-        var (projection, checkpointedAt) = try projections.withLock { $0[userId] } ?? {
+        let cached = projections.withLock { $0[userId] }
+        var (projection, checkpointedAt) = try cached ?? {
             let loaded: Projection
             (loaded, deferred) = try loadCheckpoint(userId: userId, keys: keys)
             return (loaded, loaded.lastSequence)
         }()
-        try fold(into: &projection, userId: userId, upTo: .max, key: keys.sealing, deferred: deferred)
+        try fold(into: &projection, userId: userId, upTo: .max, key: keys.sealing, deferred: deferred, resumingChecked: cached != nil)
         projections.withLock { cache in
             // A checkpoint the writer saved meanwhile counts.
             cache[userId] = (projection, max(checkpointedAt, cache[userId]?.checkpointedAt ?? 0))
