@@ -251,7 +251,13 @@ public struct Envelope: Sendable {
     public var mac: ArraySlice<UInt8> { bytes[(headerLength + Self.ivBytes)..<(headerLength + Self.ivBytes + Self.macBytes)] }
 
     /// ``mac`` as a chain value, to compare with the next event's previous MAC.
-    package var chainValue: ChainMAC { mac.withUnsafeBytes { ChainMAC(raw: $0) } }
+    package var chainValue: ChainMAC { bytes.withUnsafeBytes { Self.storedMAC(raw: $0, headerLength: headerLength) } }
+
+    /// The stored MAC of the envelope in `raw` whose header is `headerLength` bytes (its body's
+    /// framing checked): the chain value the user's next event names as its previous.
+    static func storedMAC(raw: UnsafeRawBufferPointer, headerLength: Int) -> ChainMAC {
+        ChainMAC(raw: UnsafeRawBufferPointer(rebasing: raw[(headerLength + ivBytes)...]))
+    }
 
     /// Verifies only the MAC (what `verify` does with a key).
     public func authenticate(key: SealingKey) -> Bool {

@@ -80,7 +80,7 @@ extension LogReader {
             let (header, headerLength) = try Envelope.parseHeader(raw: value, userId: userId)
             try Self.checkIndexed(header, sequence: sequence, userId: userId)
             try Envelope.checkBody(count: value.count, headerLength: headerLength, sequence: sequence)
-            return try body(header, ChainMAC(raw: UnsafeRawBufferPointer(rebasing: value[(headerLength + Envelope.ivBytes)...])))
+            return try body(header, Envelope.storedMAC(raw: value, headerLength: headerLength))
         }
     }
 }

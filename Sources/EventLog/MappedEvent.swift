@@ -43,7 +43,7 @@ struct MappedEvent: @unchecked Sendable {
         let (header, headerLength) = try Envelope.parseHeader(raw: raw, userId: userId)
         try LogReader.checkIndexed(header, sequence: sequence, userId: userId)
         try Envelope.checkBody(count: raw.count, headerLength: headerLength, sequence: sequence)
-        let mac = ChainMAC(raw: UnsafeRawBufferPointer(rebasing: raw[(headerLength + Envelope.ivBytes)...]))
+        let mac = Envelope.storedMAC(raw: raw, headerLength: headerLength)
         guard Envelope.macMatches(raw: raw, headerLength: headerLength, key: key.events) else {
             return (header, mac, .failure(.authenticationFailed(sequence: sequence)))
         }

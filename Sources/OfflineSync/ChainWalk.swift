@@ -8,7 +8,9 @@ import EventLog
 /// from a log with gaps (an event that does not authenticate still only quarantines its item).
 ///
 /// The check costs a comparison of 32 bytes per event (the fold reads the header and the MAC
-/// anyway), one point read where a fold starts and one head record at its end.
+/// anyway); where a fold starts, one point read (the event it resumes after) and, unless it
+/// resumes from the projection the store keeps, three more (the log's beginning); at its end,
+/// the head record and its HMAC.
 struct ChainWalk {
     let userId: String
     /// What the next event must name as its previous; nil after an event that did not

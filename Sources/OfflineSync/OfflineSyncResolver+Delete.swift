@@ -58,7 +58,7 @@ extension OfflineSyncResolver {
             let decision = DeleteDecision.decide(
                 changeType: change.changeType, latest: change.latest, base: base, hasEdits: change.hasEdits, server: serverCopy,
                 passwordChanges: change.offlinePasswordChangeCount, softConflictThreshold: options.softConflictPasswordChangeThreshold,
-                own: try ownWrites(own, covering: serverCopy, item: item, run: run), createChain: createChain)
+                own: try ownWrites(own, covering: serverCopy, base: base, item: item, run: run), createChain: createChain)
             switch decision {
             case .cleanUp:
                 try await record(&item, [(.cleanedUp, OutcomeBody(at: now, reason: "the server no longer has the item")),

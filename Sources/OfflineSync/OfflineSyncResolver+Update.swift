@@ -29,7 +29,7 @@ extension OfflineSyncResolver {
                 latest: item.latest, base: base, localUpdatedAt: item.change.updatedAt,
                 passwordChanges: item.passwordChangesSincePush, server: serverCopy,
                 softConflictThreshold: options.softConflictPasswordChangeThreshold,
-                own: try ownWrites(own, covering: serverCopy, item: item, run: run), createChain: createChain)
+                own: try ownWrites(own, covering: serverCopy, base: base, item: item, run: run), createChain: createChain)
             switch decision {
             case .alreadyApplied:
                 // Our PUT was applied but its answer lost: the passwords the 5-entry history
@@ -142,9 +142,11 @@ extension OfflineSyncResolver {
     /// in an earlier change of the item. A save that read the item while a run was resolving it,
     /// and was appended after the run's outcome, starts a new change based on the revision before
     /// the run's push: the server copy is then the run's own write, not another device's change.
-    /// The item's earlier outcomes are read only then (a server copy no write of this change made).
-    func ownWrites(_ own: OwnWrites, covering server: Cipher?, item: Item, run: RunContext) throws -> OwnWrites {
-        guard let server, let revision = server.revisionDate, !own.wrote(server) else { return own }
+    /// The item's earlier outcomes are read only then: a server copy no write of this change made,
+    /// whose revision is not the change's `base` (with the base's revision, or no base, the
+    /// decisions make no conflict, so nothing is read on that common path).
+    func ownWrites(_ own: OwnWrites, covering server: Cipher?, base: BitwardenDate?, item: Item, run: RunContext) throws -> OwnWrites {
+        guard let server, let base, let revision = server.revisionDate, revision != base, !own.wrote(server) else { return own }
         // Any revision the server gave this device's write to the item identifies that write:
         // revisions only grow, so no other device's change can carry one.
         let recording: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated].map(\.rawValue))
