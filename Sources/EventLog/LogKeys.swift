@@ -47,6 +47,14 @@ struct HeadRecord: Equatable {
         chain = Array(bytes[(14 + length)..<(46 + length)])
     }
 
+    /// The last sequence of a stored head record, read in place (nil when it does not parse).
+    static func lastSequence(raw: UnsafeRawBufferPointer) -> UInt64? {
+        guard raw.count >= 6, raw.starts(with: magic), raw[4] == 1 else { return nil }
+        let length = Int(raw[5])
+        guard raw.count == 6 + length + 8 + 32 + 32 else { return nil }
+        return raw[(6 + length)..<(14 + length)].reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
     func unsealed() -> [UInt8] {
         var out = Self.magic + [1]
         let user = Array(userId.utf8.prefix(Envelope.maxIdLength))

@@ -25,11 +25,22 @@ public struct LogReader {
         return Swift.max(last, try highWaterMark())
     }
 
-    /// The `meta["lastSequence"]` mark (0 when absent): set when a compaction removes the log's
-    /// last event, or an import of a compacted store ends before the exported last sequence.
+    /// The highest sequence the store gave out that may no longer be an event: the
+    /// `meta["lastSequence"]` mark (set when a compaction removes the log's last event, or an
+    /// import of a compacted store ends before the exported last sequence) and every user's
+    /// head record (its last event, which a removed tail took along). So a sequence is never
+    /// given out twice, also after events were removed from the file.
     func highWaterMark() throws -> UInt64 {
-        guard let bytes = try transaction.get(store.meta, key: LogReader.highWaterKey), bytes.count == 8 else { return 0 }
-        return bytes.reduce(0) { $0 << 8 | UInt64($1) }
+        var mark: UInt64 = 0
+        if let bytes = try transaction.get(store.meta, key: LogReader.highWaterKey), bytes.count == 8 {
+            mark = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        guard let heads = store.heads else { return mark }
+        try transaction.scan(heads) { _, value in
+            if let last = HeadRecord.lastSequence(raw: value) { mark = Swift.max(mark, last) }
+            return true
+        }
+        return mark
     }
 
     static let highWaterKey = Array("lastSequence".utf8)

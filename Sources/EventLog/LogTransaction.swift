@@ -139,6 +139,10 @@ public struct LogTransaction {
         guard let head = HeadRecord(bytes: bytes), head.userId == userId else {
             throw EventLogError.headRecord("the head record given for user \(userId) is malformed")
         }
+        let last = try lastSequence()
+        guard head.lastSequence <= last else {
+            throw EventLogError.headRecord("the head record given for user \(userId) names event \(head.lastSequence) as the user's last, past the last event given (\(last)): events were removed from what is imported")
+        }
         guard let db = store.heads else { return }
         try transaction.put(db, key: IndexKey.checkpointPrefix(userId), value: bytes)
     }

@@ -10,7 +10,8 @@ import EventLog
 /// The check costs a comparison of 32 bytes per event (the fold reads the header and the MAC
 /// anyway); where a fold starts, one point read (the event it resumes after) and, unless it
 /// resumes from the projection the store keeps, three more (the log's beginning); at its end,
-/// the head record and its HMAC.
+/// the head record and its HMAC; for a user with no trace of a log, the account record (its
+/// log mark).
 struct ChainWalk {
     let userId: String
     /// What the next event must name as its previous; nil after an event that did not
@@ -69,11 +70,14 @@ struct ChainWalk {
     /// earlier (a removed tail) and not at another event. A head past the fold's end is fine
     /// when its event is there (an append after the fold read its last batch).
     /// With no `key` (a locked vault's pending count) the head record is read unauthenticated.
-    func finish(_ reader: LogReader, end: UInt64, bound: UInt64, key: SealingKey?) throws {
+    /// `noLog` runs when no trace of the user's log is left (no event, head or snapshot): it
+    /// throws when something outside the log says the log was started (the account's mark).
+    func finish(_ reader: LogReader, end: UInt64, bound: UInt64, key: SealingKey?, noLog: (LogReader) throws -> Void) throws {
         guard let head = try reader.head(userId: userId, key: key, outcome: "nothing acts on the pending changes") else {
             guard !lastChained, try reader.horizon(userId: userId) == 0 else {
                 throw EventLogError.chainBroken(userId: userId, sequence: end, reason: "the user's head record, which names the last event, is gone")
             }
+            if try reader.hasNoLog(userId: userId) { try noLog(reader) }
             return
         }
         if head.lastSequence > end {

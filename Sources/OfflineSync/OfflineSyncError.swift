@@ -29,6 +29,9 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     /// The lock file that keeps resolutions of one user from running at once could not be
     /// created or locked.
     case resolutionLock(path: String, reason: String)
+    /// The user's log is older than the position the app kept outside the store (see
+    /// `VaultLogStore.checkLogPosition(userId:remembered:)`): the file was put back.
+    case rolledBack(userId: String, reason: String)
 
     /// What went wrong, the user or item it concerns when there is one, and what to do next.
     public var description: String {
@@ -55,6 +58,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
             return "the log of user \(userId) is compacted before sequence \(horizon): the state at sequence \(sequence) is no longer kept (a retention policy replaced the events up to \(horizon) with a snapshot); ask for sequence \(horizon) or later"
         case .resolutionLock(let path, let reason):
             return "cannot lock \(path) (\(reason)), which keeps two resolutions of one account from running at once; check that the store's directory is writable (nothing was sent or changed)"
+        case .rolledBack(let userId, let reason):
+            return "the log of user \(userId) is older than the app last saw it (\(reason)): the store file, or this user's records in it, were put back to an older copy, and edits saved since are not in it; restore the newest copy of the store, or sync and accept that the edits since are lost (nothing was changed)"
         case .corruptCheckpoint(let reason):
             return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
         }

@@ -19,9 +19,15 @@ public struct StoredAccount: Codable, Sendable, Equatable {
     /// The master-password salt the server named at prelogin, when it named one; nil (absent in
     /// records written before it existed) means the email.
     public var salt: String?
+    /// The sealed mark that this user's log was started (written with the user's first event;
+    /// nil before). It outlives no logout, and ``VaultLogStore/saveAccount(_:)`` keeps it
+    /// when a later login saves the account again: with it, a log removed from the file as a
+    /// whole is reported by the next fold or append instead of looking never started.
+    public var logMark: LogMark?
 
     /// An account record, usually from a login's result (`BitwardenClient.login`).
     public init(userId: String, email: String, kdf: KdfConfig, protectedUserKey: EncString, salt: String? = nil) {
+        self.logMark = nil
         self.userId = userId
         self.email = email
         self.kdf = kdf
@@ -35,12 +41,17 @@ extension VaultLogStore {
 
     /// Remembers what unlocking `account.userId` with the master password needs (email, KDF,
     /// protected user key: all safe at rest, as Bitwarden clients store them). Replaces an
-    /// earlier record of the same user.
+    /// earlier record of the same user, keeping its log mark (``StoredAccount/logMark``) when
+    /// `account` has none. One write transaction: beside other callers, in this process or
+    /// another, the last save wins and a mark is never lost.
     public func saveAccount(_ account: StoredAccount) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let bytes = Array(try encoder.encode(account))
-        try log.write { txn in try txn.put(accounts, key: Array(account.userId.utf8), value: bytes) }
+        try log.write { txn in
+            var record = account
+            if record.logMark == nil {
+                record.logMark = try? storedAccount(userId: account.userId, in: txn.reader)?.logMark
+            }
+            try txn.put(accounts, key: Array(account.userId.utf8), value: try Self.encode(record))
+        }
     }
 
     /// Every stored account, by user id order.

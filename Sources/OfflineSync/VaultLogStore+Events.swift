@@ -55,7 +55,7 @@ extension VaultLogStore {
             let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
             return try log.writeGrouped { txn -> [UInt64] in
                 for change in encodedChanges { try apply(change, in: txn) }
-                let sequences = try txn.append(newEvents, key: keys.sealing)
+                let sequences = try appendMarked(newEvents, userId: userId, key: keys.sealing, in: txn)
                 try beforeCommit?(txn)
                 return sequences
             }
@@ -83,7 +83,7 @@ extension VaultLogStore {
         let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
         let sequences = try await log.writeAsync { txn -> [UInt64] in
             for change in encodedChanges { try self.apply(change, in: txn) }
-            return try txn.append(newEvents, key: keys.sealing)
+            return try self.appendMarked(newEvents, userId: userId, key: keys.sealing, in: txn)
         }
         notifyObservers(userId: userId)
         if let last = sequences.last { await saveDueCheckpoints(userId: userId, lastSequence: last) }

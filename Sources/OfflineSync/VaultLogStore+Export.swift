@@ -77,9 +77,9 @@ extension VaultLogStore {
                 written += 1
                 if written % 4096 == 0 { try progress?(written, total) }
             }
-            for (user, head) in file.heads { try txn.putSealedHead(userId: user, bytes: head) }
             for record in file.snapshots { try txn.putSealedSnapshotRecord(record) }
             if !file.snapshots.isEmpty { try txn.raiseLastSequence(to: file.metadata.lastSequence) }
+            for (user, head) in file.heads { try txn.putSealedHead(userId: user, bytes: head) }
             try progress?(written, total)
         }
         for account in file.metadata.accounts { try saveAccount(account) }

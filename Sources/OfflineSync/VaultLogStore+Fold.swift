@@ -48,7 +48,9 @@ extension VaultLogStore {
             walk = try foldLoop(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, lazy: false)
         }
         let end = projection.lastSequence
-        try log.read { try walk.finish($0, end: end, bound: sequence, key: key) }
+        try log.read { reader in
+            try walk.finish(reader, end: end, bound: sequence, key: key) { try checkNoLogMark(userId: userId, in: $0, key: key) }
+        }
     }
 
     /// The oracle of the lazy fold: folds the user's whole log (from the snapshot when
@@ -243,7 +245,9 @@ extension VaultLogStore {
             if !batch.isEmpty { try apply(batch, to: &projection, key: key, walk: &walk) }
             guard batch.count == Self.foldBatch else { break }
         }
-        try walk.finish(reader, end: projection.lastSequence, bound: .max, key: key)
+        try walk.finish(reader, end: projection.lastSequence, bound: .max, key: key) {
+            try checkNoLogMark(userId: projection.userId, in: $0, key: key)
+        }
     }
 
     /// Folds opened events into `projection`; one that cannot be opened or decoded quarantines its item.

@@ -158,9 +158,10 @@ extension VaultLogStore {
                 try apply(.upsert(cipher), userId: userId, in: txn)
             }
             if let event, let keys {
-                try txn.append(NewEvent(userId: userId, cipherId: "", eventType: event.type.rawValue,
-                                        recordedAtMillis: Self.millis(event.body.at.date),
-                                        body: VaultEvent.encode(.outcome(event.body))), key: keys.sealing)
+                _ = try appendMarked([NewEvent(userId: userId, cipherId: "", eventType: event.type.rawValue,
+                                               recordedAtMillis: Self.millis(event.body.at.date),
+                                               body: VaultEvent.encode(.outcome(event.body)))],
+                                     userId: userId, key: keys.sealing, in: txn)
             }
             return true
         }

@@ -24,6 +24,7 @@ extension VaultLogStore {
             try txn.delete(accounts, key: Array(userId.utf8))
             if let pendingCheckpoints { try txn.delete(pendingCheckpoints, key: Self.userPrefix(userId)) }
         }
+        markedUsers.withLock { _ = $0.remove(userId) }
         lock(userId: userId)
         notifyObservers(userId: userId)
     }

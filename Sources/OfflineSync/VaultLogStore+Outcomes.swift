@@ -40,7 +40,7 @@ extension VaultLogStore {
             if !superseded { for change in encodedChanges { try self.apply(change, in: txn) } }
             var sequences = [UInt64?](repeating: nil, count: newEvents.count)
             if !kept.isEmpty {
-                for (position, sequence) in zip(positions, try txn.append(kept, key: keys.sealing)) { sequences[position] = sequence }
+                for (position, sequence) in zip(positions, try self.appendMarked(kept, userId: userId, key: keys.sealing, in: txn)) { sequences[position] = sequence }
             }
             return OutcomeAppend(sequences: sequences, superseded: superseded)
         }

@@ -68,7 +68,7 @@ extension VaultLogStore {
             folded += 1
             return true
         }
-        try walk.finish(reader, end: projection.lastSequence, bound: .max, key: nil)
+        try walk.finish(reader, end: projection.lastSequence, bound: .max, key: nil) { try checkNoLogMark(userId: userId, in: $0, key: nil) }
         return (projection, folded)
     }
 

@@ -15,6 +15,7 @@ extension VaultLogStore {
         var report = try log.verify(keys: keys, progress: progress)
         report.problems += try verifyPendingCheckpoints()
         report.problems += try verifySnapshotStates()
+        report.problems += try verifyLogMarks(keys: keys)
         return report
     }
 

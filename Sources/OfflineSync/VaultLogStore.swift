@@ -38,6 +38,9 @@ public final class VaultLogStore: Sendable {
     /// Per user, the sequence of the newest pending-set checkpoint this store knows of (read
     /// once, then kept as the writer saves them).
     let pendingCheckpointedAt = Mutex<[String: UInt64]>([:])
+    /// Users whose account record this process has seen carry a log mark (one read per user
+    /// and process; marks are only removed by a logout, which clears its user here).
+    let markedUsers = Mutex<Set<String>>([])
     /// The pending-count streams and their watcher (`VaultLogStore+Observers.swift`).
     let observers = PendingCountObservers()
     /// One resolution at a time per user, shared by every resolver of this store and, through

@@ -38,6 +38,9 @@ public final class OfflineVault: Sendable {
     public let resolver: OfflineSyncResolver
     /// Where the session tokens are kept between launches.
     public let tokenStore: any TokenStore
+    /// Where the log's position is kept outside the store, to notice a rolled-back store file
+    /// (nil: not kept; see ``LogAnchorStore``).
+    public let anchorStore: (any LogAnchorStore)?
     let logger: Logger
     let state = Mutex(VaultState())
     let statusHub = StatusHub()
@@ -54,9 +57,10 @@ public final class OfflineVault: Sendable {
     }
 
     /// Opens (or creates) the store in `directory` and prepares a client for `server`. Nothing
-    /// is sent until the first call that needs the server.
+    /// is sent until the first call that needs the server. With an `anchorStore` the vault keeps
+    /// the log's position there and refuses to unlock a store older than it.
     public init(directory: URL, server: BitwardenClientConfiguration, tokenStore: any TokenStore,
-                storeOptions: VaultLogStoreOptions = VaultLogStoreOptions(), resolverOptions: ResolverOptions = ResolverOptions(),
+                anchorStore: (any LogAnchorStore)? = nil, storeOptions: VaultLogStoreOptions = VaultLogStoreOptions(), resolverOptions: ResolverOptions = ResolverOptions(),
                 logger: Logger = Logger(label: "vaultlog.vault")) throws {
         do {
             store = try VaultLogStore(directory: directory, options: storeOptions)
@@ -66,6 +70,7 @@ public final class OfflineVault: Sendable {
         client = BitwardenClient(configuration: server)
         resolver = OfflineSyncResolver(store: store, server: client, options: resolverOptions, logger: logger)
         self.tokenStore = tokenStore
+        self.anchorStore = anchorStore
         self.logger = logger
         client.observeTokens { [weak self] tokens in self?.tokensChanged(tokens) }
     }
@@ -99,6 +104,7 @@ public final class OfflineVault: Sendable {
             try store.saveAccount(StoredAccount(userId: login.userId, email: login.email, kdf: login.kdf,
                                                 protectedUserKey: login.protectedUserKey, salt: login.salt))
             store.unlock(userId: login.userId, userKey: login.userKey)
+            try await checkAnchor(userId: login.userId)
             try await tokenStore.setTokens(login.tokens, userId: login.userId)
             becomeUnlocked(userId: login.userId, email: login.email)
             return login.userId
@@ -107,11 +113,14 @@ public final class OfflineVault: Sendable {
 
     /// Unlocks the vault offline with the master password (the key derivation runs off the
     /// caller's thread) and restores the session tokens from the token store, so a sync works
-    /// without logging in again while the session lasts.
+    /// without logging in again while the session lasts. With an anchor store, a store older
+    /// than the position kept there fails with ``VaultError/Kind/corruptStore`` and the vault
+    /// stays locked.
     @discardableResult
     public func unlock(email: String, masterPassword: String) async throws -> String {
         try await vaultCall {
             let userId = try await store.unlock(email: email, masterPassword: masterPassword)
+            try await checkAnchor(userId: userId)
             client.setTokens(try await tokenStore.tokens(userId: userId))
             becomeUnlocked(userId: userId, email: email)
             return userId
@@ -142,6 +151,7 @@ public final class OfflineVault: Sendable {
             client.logout()
             try await tokenStore.setTokens(nil, userId: userId)
             try store.logout(userId: userId)
+            try await anchorStore?.setAnchor(nil, userId: userId)
             lock()
         }
     }
@@ -152,7 +162,14 @@ public final class OfflineVault: Sendable {
             $0.email = email
             $0.trouble = nil
         }
-        statusHub.watch(store: store, userId: userId) { [weak self] in self?.publishStatus() }
+        statusHub.watch(store: store, userId: userId) { [weak self] in
+            self?.publishStatus()
+            do {
+                try await self?.rememberPosition(userId: userId)
+            } catch {
+                self?.logger.warning("could not save the log's position in the anchor store", metadata: ["error": "\(error)"])
+            }
+        }
         publishStatus()
     }
 

@@ -53,9 +53,10 @@ final class StatusHub: Sendable {
     }
 
     /// Refreshes the streams after every commit to `store` (replacing an earlier watcher).
-    func watch(store: VaultLogStore, userId: String, refresh: @escaping @Sendable () -> Void) {
+    /// One refresh at a time, in commit order.
+    func watch(store: VaultLogStore, userId: String, refresh: @escaping @Sendable () async -> Void) {
         let task = Task.detached {
-            for await _ in store.commitUpdates(userId: userId) { refresh() }
+            for await _ in store.commitUpdates(userId: userId) { await refresh() }
         }
         let previous = state.withLock { state -> Task<Void, Never>? in
             defer { state.watcher = task }

@@ -104,7 +104,7 @@ public struct VaultError: Error, Sendable, Equatable, LocalizedError, CustomStri
         switch error {
         case .vaultLocked: .locked
         case .unknownAccount: .unknownAccount
-        case .corruptEvent, .corruptLocalCipher, .corruptCheckpoint, .corruptAccount, .compacted: .corruptStore
+        case .corruptEvent, .corruptLocalCipher, .corruptCheckpoint, .corruptAccount, .compacted, .rolledBack: .corruptStore
         case .pendingChangesNotResolved: .offline
         case .missingCipherId, .notAFileLocation, .storeNotEmpty: .notPossible
         case .resolutionLock: .storeInUse

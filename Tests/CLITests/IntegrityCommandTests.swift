@@ -209,9 +209,25 @@ struct IntegrityCommandTests {
         }
         let last = try #require(removed)
         let result = try CLI.run(["import", file, work.file("copy")])
+        // Refused before anything is committed: the head names an event the file does not have
+        // (it used to be found only by the final check, after the commit).
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("names event \(last.header.sequence) as the user's last, past the last event given"), "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: work.file("copy")), "a store is left behind")
+    }
+
+    /// An event removed from the middle of an export: the import commits (each line is well
+    /// formed), the final check finds the broken chain, and the store is removed (it used to
+    /// stay, for an app to open).
+    @Test func import_whoseFinalCheckFails_removesTheStore() throws {
+        let work = TemporaryDirectory("vaultlog-import", create: true)
+        let (file, _) = try editedExport(work) { metadata, lines in
+            lines.remove(at: lines.count / 2)
+            metadata.eventCount -= 1
+        }
+        let result = try CLI.run(["import", file, work.file("copy")])
         #expect(result.status == 1, "\(result)")
-        #expect(result.stdout.contains("last event is \(last.header.sequence)"), "\(result)")
-        // A store that fails its final check is not kept (it used to stay, for an app to open).
+        #expect(result.stdout.contains("chain"), "\(result)")
         #expect(!FileManager.default.fileExists(atPath: work.file("copy")), "the store that failed its check is still there")
         #expect(result.stderr.contains("failed its final check and was removed"), "\(result)")
     }

@@ -245,11 +245,13 @@ import VaultLogTesting
             let kept = try await VaultRepository(store: h.store, userId: "user-b", server: h.server)
                 .addCipher(Harness.login("Mail", password: "mail-pw"))
             #expect(kept.isOffline)
-            // The account record with its wrapped key (as stored) and the sealed
+            // The account record with its wrapped key and log mark (as stored) and the sealed
             // ciphertext of a few of the user's events.
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            var needles = [Array(try encoder.encode(stored))]
+            let record = try #require(try h.store.storedAccounts().first { $0.userId == h.userId })
+            #expect(record.protectedUserKey == stored.protectedUserKey && record.logMark != nil)
+            var needles = [Array(try encoder.encode(record))]
             needles += try h.store.log.envelopes(userId: h.userId).prefix(5).map { Array($0.bytes.suffix(32)) }
             #expect(try fileHolds(h, needles).allSatisfy { $0 }, "the bytes are in the file before logout")
 

@@ -43,7 +43,8 @@ final class VaultHarness: @unchecked Sendable {
     }
 
     /// A vault on the harness's store directory (a relaunch opens another one).
-    func openVault(seed: UInt64 = 1, _ configure: (inout ResolverOptions) -> Void = { _ in }) throws -> OfflineVault {
+    func openVault(seed: UInt64 = 1, anchors: (any LogAnchorStore)? = nil,
+                   _ configure: (inout ResolverOptions) -> Void = { _ in }) throws -> OfflineVault {
         var storeOptions = VaultLogStoreOptions()
         storeOptions.dependencies = .deterministic(seed: seed, clock: clock)
         var resolverOptions = ResolverOptions()
@@ -52,7 +53,7 @@ final class VaultHarness: @unchecked Sendable {
         resolverOptions.backoffBase = 1
         configure(&resolverOptions)
         return try OfflineVault(directory: URL(fileURLWithPath: dir.path), server: .selfHosted(url), tokenStore: tokens,
-                                storeOptions: storeOptions, resolverOptions: resolverOptions)
+                                anchorStore: anchors, storeOptions: storeOptions, resolverOptions: resolverOptions)
     }
 
     func goOffline() { emulator.faults.offline = .resetConnections }

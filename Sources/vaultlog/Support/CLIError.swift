@@ -66,7 +66,7 @@ struct CLIError: Error, CustomStringConvertible {
             case .vaultLocked, .unknownAccount: return .key("\(error)")
             case .compacted: return .usage("\(error)")
             case .corruptEvent, .missingCipherId, .corruptLocalCipher, .corruptCheckpoint, .corruptAccount,
-                 .pendingChangesNotResolved, .notAFileLocation, .storeNotEmpty, .resolutionLock:
+                 .pendingChangesNotResolved, .notAFileLocation, .storeNotEmpty, .resolutionLock, .rolledBack:
                 return .storage("\(dataFile): \(error)")
             }
         case let error as VaultCryptoError:
