@@ -52,7 +52,7 @@ extension EventLogStore {
                         // An envelope that cannot be read is a gap in every user's chain.
                         lastDamaged = sequence
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .unsupportedVersion,
-                            message: "envelope format v\(version) is newer than this build reads"))
+                            message: "envelope format v\(version) is newer than this build reads; unless a newer VaultLog wrote to this store, the record is damaged"))
                         return seen < batchSize
                     } catch {
                         lastDamaged = sequence
@@ -266,8 +266,12 @@ extension EventLogStore {
                         message: "the head record of user \(user) failed authentication (tampered, or wrong key)"))
                     return true
                 }
-                // A damaged last event was reported in the walk (and explains a mismatch here).
-                guard lastDamaged <= (tips[user]?.sequence ?? 0) else { return true }
+                // A damaged record after the user's last sound event was reported in the walk,
+                // and explains a mismatch here only when it is the event the head names: with
+                // no record at all at that sequence the tail was removed, damage or not (a
+                // damaged record used to hide a removed tail behind its own report).
+                if lastDamaged > (tips[user]?.sequence ?? 0),
+                   try reader.transaction.get(events, key: sequenceKey(head.lastSequence)) != nil { return true }
                 guard let tip = tips[user] else {
                     problems.append(VerifyProblem(sequence: head.lastSequence, kind: .truncated,
                         message: "the head record of user \(user) says its last event is \(head.lastSequence), but the log holds no event of that user: they were removed"))

@@ -29,6 +29,7 @@ struct VaultlogCommand: AsyncParsableCommand {
     }
 
     static func main() async {
+        CrashReport.install()
         await mainWithDocumentedExitCodes()
     }
 }

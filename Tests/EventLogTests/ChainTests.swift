@@ -86,6 +86,36 @@ import VaultLogTestSupport
         #expect(report.problems.first?.sequence == next)
     }
 
+    /// Rewrites event `sequence`'s first byte (its format version) as a newer one.
+    func damageVersion(_ store: EventLogStore, _ sequence: UInt64) throws {
+        var bytes = try #require(try store.envelope(at: sequence)).bytes
+        bytes[0] = 9
+        try store.environment.write { try $0.put(store.events, key: sequenceKey(sequence), value: bytes) }
+    }
+
+    /// A removed tail behind a damaged record: the damage is reported, and so is the removal
+    /// (the walk used to take the damaged record for the head's missing event and say only
+    /// "newer format").
+    @Test func truncatedTailBehindADamagedRecord_isStillReported() throws {
+        let dir = TemporaryDirectory()
+        let store = try interleaved(dir)
+        try removeEvent(store, 19)
+        try damageVersion(store, 17)
+        let report = try store.verify(keys: ["user-a": keyA, "user-b": keyB])
+        #expect(Set(report.problems.map(\.kind)) == [.unsupportedVersion, .truncated], "\(report.problems)")
+        #expect(report.problems.contains { $0.kind == .truncated && $0.message.contains("last event is 19") }, "\(report.problems)")
+        #expect(report.problems.contains { $0.kind == .unsupportedVersion && $0.sequence == 17 && $0.message.contains("damaged") })
+    }
+
+    /// The damaged record is the one the head names: only the damage is reported.
+    @Test func damagedLastEvent_isReportedOnce() throws {
+        let dir = TemporaryDirectory()
+        let store = try interleaved(dir)
+        try damageVersion(store, 19)
+        let report = try store.verify(keys: ["user-a": keyA, "user-b": keyB])
+        #expect(report.problems.map(\.kind) == [.unsupportedVersion], "\(report.problems)")
+    }
+
     @Test func allEventsOfAUserRemoved_isReported() throws {
         let dir = TemporaryDirectory()
         let store = try interleaved(dir)
