@@ -156,19 +156,32 @@ package struct EventInPlace: ~Copyable {
     /// thread, as the closure of ``LogReader/mapEventsInPlace(userId:after:limit:key:parallelThreshold:_:)`` gets).
     package func withDecryptedEnds<R>(headBlocks: Int, tailBlocks: Int, decryptor: inout KeyedAESCBC.BlockDecryptor?,
                                       _ read: (_ head: UnsafeRawBufferPointer, _ tail: UnsafeRawBufferPointer, _ count: Int) -> R?) throws -> R? {
+        var result: R?
+        _ = try readDecryptedEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, decryptor: &decryptor) { result = read($0, $1, $2) }
+        return result
+    }
+
+    /// ``withDecryptedEnds(headBlocks:tailBlocks:decryptor:_:)`` without a result type: the
+    /// form the fold calls for every operation. Not generic, so nothing is looked up at run
+    /// time per event (the generic form, called from another module, instantiated the
+    /// temporary buffers' result type's metadata for every call: 2% of a fold). False when the
+    /// body is too short for its ends to be read alone (`read` is not called).
+    package func readDecryptedEnds(headBlocks: Int, tailBlocks: Int, decryptor: inout KeyedAESCBC.BlockDecryptor?,
+                                   _ read: (_ head: UnsafeRawBufferPointer, _ tail: UnsafeRawBufferPointer, _ count: Int) -> Void) throws -> Bool {
         let authenticated: AuthenticatedBody
         switch body {
         case .success(let body): authenticated = body
         case .failure(let error): throw error
         case nil: throw header.failure ?? EnvelopeError.malformed(sequence: sequence, reason: "no header")
         }
-        return try withUnsafeTemporaryAllocation(byteCount: headBlocks * 16, alignment: 16) { head in
-            try withUnsafeTemporaryAllocation(byteCount: tailBlocks * 16, alignment: 16) { tail in
+        return try withUnsafeTemporaryAllocation(byteCount: headBlocks * 16, alignment: 16) { head -> Bool in
+            try withUnsafeTemporaryAllocation(byteCount: tailBlocks * 16, alignment: 16) { tail -> Bool in
                 guard let (tailCount, count) = try authenticated.decryptEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, head: head,
                                                                              tail: tail, decryptor: &decryptor)?.get() else {
-                    return nil
+                    return false
                 }
-                return read(UnsafeRawBufferPointer(head), UnsafeRawBufferPointer(rebasing: tail[..<tailCount]), count)
+                read(UnsafeRawBufferPointer(head), UnsafeRawBufferPointer(rebasing: tail[..<tailCount]), count)
+                return true
             }
         }
     }

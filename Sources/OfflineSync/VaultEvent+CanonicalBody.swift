@@ -161,9 +161,11 @@ extension VaultEvent {
     /// ``tailBlocks`` AES blocks decrypted where LMDB maps the event); nil when the body is too
     /// short or not of that shape (read it whole). Throws why the body cannot be read.
     static func operationFields(_ event: borrowing EventInPlace, decryptor: inout KeyedAESCBC.BlockDecryptor?) throws -> OperationFields? {
-        try event.withDecryptedEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, decryptor: &decryptor) { head, tail, count in
-            operationFields(head: head, tail: tail, count: count)
+        var fields: OperationFields?
+        _ = try event.readDecryptedEnds(headBlocks: headBlocks, tailBlocks: tailBlocks, decryptor: &decryptor) { head, tail, count in
+            fields = operationFields(head: head, tail: tail, count: count)
         }
+        return fields
     }
 
     /// AES blocks decrypted at the start of an operation's body: its date and base revision and
