@@ -7,7 +7,7 @@ import Foundation
 /// | Reply | Kind |
 /// |---|---|
 /// | 400 whose message contains "out of date" | `ServerErrorKind/staleRevision` |
-/// | 404 with an error body; Vaultwarden's 400 "Cipher doesn't exist" / "not owned" / "not write accessible" | `ServerErrorKind/notFound` |
+/// | 404 with an error body; Vaultwarden's 400 "Cipher doesn't exist" / "not owned" / "not write accessible" / "Attachment doesn't exist" | `ServerErrorKind/notFound` |
 /// | 401 after one refresh, or a refused refresh | `ServerErrorKind/loginRequired` |
 /// | other 4xx, with or without an error body (validation, permissions, an HTML 403 or 413 from a proxy) | `ServerErrorKind/rejected` |
 /// | 5xx, 408, 429, a 404 without an error body (a wrong route), transport errors, timeouts, malformed replies | `ServerErrorKind/unavailable` |
@@ -77,6 +77,7 @@ public struct BitwardenAPIError: ClassifiedServerError, CustomStringConvertible,
     static let vaultwardenMissingMessages = [
         "cipher doesn't exist", "cipher is not owned by user", "cipher is not write accessible",
         "cipher can't be deleted by user", "cipher can't be restored by user", "invalid folder",
+        "attachment doesn't exist",
     ]
 
     /// Classifies an HTTP error reply (any status outside 2xx except a 401 still to be retried).

@@ -34,6 +34,7 @@ extension BitwardenEmulator {
         if path == "/admin" || path.hasPrefix("/admin/") {
             return Self.hbResponse(await admin(try await Self.collect(request, context, limit: configuration.maximumBodyBytes)))
         }
+        let limit = bodyLimit(method: method, path: path)
         let decision = faults.decide(method: method, path: path)
         if decision.latency > 0 {
             try await Task.sleep(nanoseconds: UInt64(decision.latency * 1_000_000_000))
@@ -51,37 +52,37 @@ extension BitwardenEmulator {
             let message = code >= 500 ? "An unhandled server error has occurred." : "Injected fault: HTTP \(code)."
             return Self.hbResponse(ErrorBodies.error(configuration.flavor, status: code, message: message))
         case .resetConnection?, .closeConnection?:
-            _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            _ = try? await Self.collect(request, context, limit: limit)
             record(request, status: nil, fault: decision.failure, offline: nil)
             return Self.truncatedResponse(EmulatorResponse.empty(200), channel: context.channel,
                                           reset: decision.failure == .resetConnection)
         case .applyThenDropResponse?:
-            let emulatorRequest = try await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            let emulatorRequest = try await Self.collect(request, context, limit: limit)
             let response = core.handle(emulatorRequest)
             record(request, status: response.status, fault: decision.failure, offline: nil)
             configuration.logger.debug("emulator: applied, dropping response",
                                        metadata: ["route": "\(method) \(path)", "status": "\(response.status)"])
             return Self.truncatedResponse(response, channel: context.channel, reset: false)
         case .applyThenReply(let status, let body)?:
-            let emulatorRequest = try await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            let emulatorRequest = try await Self.collect(request, context, limit: limit)
             _ = core.handle(emulatorRequest)
             record(request, status: status, fault: decision.failure, offline: nil)
             return Self.hbResponse(EmulatorResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")], body: Array(body.utf8)))
         case .reply(let status, let body)?:
-            _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            _ = try? await Self.collect(request, context, limit: limit)
             record(request, status: status, fault: decision.failure, offline: nil)
             return Self.hbResponse(EmulatorResponse(status: status, headers: [("Content-Type", "text/html; charset=utf-8")], body: Array(body.utf8)))
         case .redirect(let status, let location)?:
-            _ = try? await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+            _ = try? await Self.collect(request, context, limit: limit)
             record(request, status: status, fault: decision.failure, offline: nil)
             return Self.hbResponse(EmulatorResponse(status: status, headers: [("Location", location)], body: []))
         case nil:
             let emulatorRequest: EmulatorRequest
             do {
-                emulatorRequest = try await Self.collect(request, context, limit: configuration.maximumBodyBytes)
+                emulatorRequest = try await Self.collect(request, context, limit: limit)
             } catch {
                 return Self.hbResponse(ErrorBodies.error(configuration.flavor, status: 413,
-                    message: "The request body exceeds \(configuration.maximumBodyBytes) bytes."))
+                    message: "The request body exceeds \(limit) bytes."))
             }
             let response = core.handle(emulatorRequest)
             record(request, status: response.status, fault: nil, offline: nil)
@@ -90,6 +91,28 @@ extension BitwardenEmulator {
     }
 
     struct DroppedConnection: Error {}
+
+    /// The most body a request may carry: ``EmulatorConfiguration/maximumBodyBytes``, or for the
+    /// two attachment uploads enough for the largest attachment file and its multipart framing
+    /// (the handler then refuses a file over ``EmulatorConfiguration/maximumAttachmentBytes``
+    /// with a 413 that says so).
+    func bodyLimit(method: String, path: String) -> Int {
+        let segments = path.split(separator: "/").map(String.init)
+        guard segments.first == "api",
+              let (endpoint, _) = BitwardenEndpoint.match(method: method, service: .api, segments: Array(segments.dropFirst())) else {
+            return configuration.maximumBodyBytes
+        }
+        switch endpoint {
+        case .uploadAttachment, .createAttachmentLegacy:
+            return max(configuration.maximumBodyBytes, configuration.maximumAttachmentBytes + 64 * 1024)
+        case .prelogin, .preloginPassword, .token, .apiPrelogin, .alive, .now, .sync, .revisionDate, .profile, .listFolders,
+             .createFolder, .getFolder, .updateFolder, .updateFolderByPost, .deleteFolder, .listCiphers, .createCipher,
+             .createCipherWrapped, .getCipher, .getCipherDetails, .getCipherFullDetails, .updateCipher, .updateCipherByPost,
+             .softDeleteCipher, .deleteCipher, .deleteCipherByPost, .restoreCipher, .createAttachment, .getAttachment,
+             .deleteAttachment, .deleteAttachmentByPost:
+            return configuration.maximumBodyBytes
+        }
+    }
 
     /// A response cut short: the head (promising more body than will come) and part of the
     /// body are sent, then the connection is closed or reset. Clients see a failure.
@@ -121,6 +144,8 @@ extension BitwardenEmulator {
         let buffer = try await request.body.collect(upTo: limit)
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName.lowercased()] = field.value }
+        // HTTP/1's Host arrives as the request's authority, not as a header field.
+        if headers["host"] == nil, let authority = request.head.authority { headers["host"] = authority }
         var query: [String: String] = [:]
         for (key, value) in request.uri.queryParameters { query[String(key)] = String(value) }
         return EmulatorRequest(method: request.method.rawValue, path: request.uri.path, query: query, headers: headers,

@@ -50,6 +50,10 @@ public struct EmulatorConfiguration: Sendable {
     public var logger: Logger
     /// Largest request body accepted (the `data` field alone may hold 500,000 characters).
     public var maximumBodyBytes: Int
+    /// Largest attachment file accepted (100 MiB by default). An announcement
+    /// (`POST …/attachment/v2`) with a larger `fileSize` gets 400, an upload whose file is larger
+    /// gets 413. Upload requests may be this much larger than ``maximumBodyBytes``.
+    public var maximumAttachmentBytes: Int
 
     /// Creates a configuration; every argument has a production-like default.
     public init(
@@ -61,7 +65,8 @@ public struct EmulatorConfiguration: Sendable {
         refreshTokenLifetime: TimeInterval = 30 * 86_400,
         adminToken: String? = nil,
         logger: Logger = Logger(label: "vaultlog.emulator"),
-        maximumBodyBytes: Int = 4 * 1024 * 1024
+        maximumBodyBytes: Int = 4 * 1024 * 1024,
+        maximumAttachmentBytes: Int = 100 * 1024 * 1024
     ) {
         self.flavor = flavor
         self.now = now
@@ -72,6 +77,7 @@ public struct EmulatorConfiguration: Sendable {
         self.adminToken = adminToken
         self.logger = logger
         self.maximumBodyBytes = maximumBodyBytes
+        self.maximumAttachmentBytes = maximumAttachmentBytes
     }
 }
 

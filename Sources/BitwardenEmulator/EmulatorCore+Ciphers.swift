@@ -29,7 +29,7 @@ extension EmulatorCore {
         for (key, value) in cipher.data where !Self.serverOwnedKeys.contains(key) && out[key] == nil {
             out[key] = value
         }
-        out["attachments"] = cipher.attachments ?? .null
+        out["attachments"] = renderedAttachments(cipher)
         out["organizationUseTotp"] = .bool(false)
         out["edit"] = .bool(true)
         out["viewPassword"] = .bool(true)
@@ -259,6 +259,7 @@ extension EmulatorCore {
             case .failure(let response): return response
             case .success(let cipher):
                 state.ciphers[cipher.id] = nil
+                state.removeAttachmentFiles(cipherId: cipher.id)   // a trashed item keeps them; a deleted one does not
                 touchAccount(userId, in: &state)
                 return .empty()
             }

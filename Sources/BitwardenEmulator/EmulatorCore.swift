@@ -39,6 +39,12 @@ final class EmulatorCore: Sendable {
         let segments = request.path.split(separator: "/").map(String.init)
         guard let area = segments.first else { return alive() }
         if area == "alive", segments.count == 1 { return alive() }
+        // The download URL a metadata reply hands out: outside both services, authorised by its
+        // signed query instead of the access token.
+        if area == "attachments" {
+            guard request.method.uppercased() == "GET", segments.count == 3 else { return ErrorBodies.noRoute(flavor, path: request.path) }
+            return attachmentFile(cipherId: segments[1], attachmentId: segments[2], request: request)
+        }
         guard let service = BitwardenEndpoint.Service(rawValue: area) else { return ErrorBodies.noRoute(flavor, path: request.path) }
         let found = BitwardenEndpoint.match(method: request.method, service: service, segments: Array(segments.dropFirst()))
         var userId = ""
@@ -78,6 +84,11 @@ final class EmulatorCore: Sendable {
         case .softDeleteCipher: return softDelete(id, userId: userId)
         case .deleteCipher, .deleteCipherByPost: return permanentDelete(id, userId: userId)
         case .restoreCipher: return restore(id, userId: userId)
+        case .createAttachment: return createAttachment(id, request, userId: userId)
+        case .uploadAttachment: return uploadAttachment(id, attachmentId: ids[1], request, userId: userId)
+        case .createAttachmentLegacy: return createAttachmentLegacy(id, request, userId: userId)
+        case .getAttachment: return attachmentMetadata(id, attachmentId: ids[1], request: request, userId: userId)
+        case .deleteAttachment, .deleteAttachmentByPost: return deleteAttachment(id, attachmentId: ids[1], userId: userId)
         }
     }
 

@@ -47,9 +47,38 @@ struct EmulatorState: Codable, Sendable {
     /// Base64 HMAC-SHA256 key that signs access tokens.
     var signingKey: String
     var nextSequence = 0
+    /// The uploaded (encrypted) attachment files by ``attachmentFileKey(cipherId:attachmentId:)``;
+    /// base64 in the state file. An announced attachment has no entry until its file arrives.
+    var attachmentFiles: [String: Data] = [:]
 
     init(signingKey: String) {
         self.signingKey = signingKey
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case formatVersion, accounts, ciphers, folders, refreshTokens, signingKey, nextSequence, attachmentFiles
+    }
+
+    /// Reads a state file; one written before attachments existed has no `attachmentFiles`.
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        formatVersion = try c.decode(Int.self, forKey: .formatVersion)
+        accounts = try c.decode([String: StoredAccount].self, forKey: .accounts)
+        ciphers = try c.decode([String: StoredCipher].self, forKey: .ciphers)
+        folders = try c.decode([String: StoredFolder].self, forKey: .folders)
+        refreshTokens = try c.decode([String: StoredRefreshToken].self, forKey: .refreshTokens)
+        signingKey = try c.decode(String.self, forKey: .signingKey)
+        nextSequence = try c.decode(Int.self, forKey: .nextSequence)
+        attachmentFiles = try c.decodeIfPresent([String: Data].self, forKey: .attachmentFiles) ?? [:]
+    }
+
+    static func attachmentFileKey(cipherId: String, attachmentId: String) -> String {
+        cipherId.lowercased() + "/" + attachmentId
+    }
+
+    mutating func removeAttachmentFiles(cipherId: String) {
+        let prefix = cipherId.lowercased() + "/"
+        attachmentFiles = attachmentFiles.filter { !$0.key.hasPrefix(prefix) }
     }
 
     func account(email: String) -> StoredAccount? {

@@ -37,10 +37,17 @@ public struct RouteMatcher: Sendable, Hashable, Codable, CustomStringConvertible
     }
 
     /// Requests to one route of the Bitwarden API, for example
-    /// `RouteMatcher(.softDeleteCipher)` for `PUT /api/ciphers/*/delete`.
+    /// `RouteMatcher(.softDeleteCipher)` for `PUT /api/ciphers/*/delete`. Only requests that
+    /// route list names as that route match: `RouteMatcher(.uploadAttachment)`
+    /// (`POST /api/ciphers/*/attachment/*`) leaves `POST …/attachment/v2` alone, and
+    /// `RouteMatcher(.updateCipherByPost)` leaves `POST /api/ciphers/create`.
     public init(_ endpoint: BitwardenEndpoint) {
         self.init(method: endpoint.method, path: "/\(endpoint.service.rawValue)/\(endpoint.pattern)")
+        route = endpoint.rawValue
     }
+
+    /// The ``BitwardenEndpoint`` (its raw value) a matcher made from one stands for.
+    var route: String?
 
     /// Every request.
     public static let any = RouteMatcher(method: nil, path: "/**")
@@ -48,6 +55,13 @@ public struct RouteMatcher: Sendable, Hashable, Codable, CustomStringConvertible
     /// Whether a request matches.
     public func matches(method: String, path requestPath: String) -> Bool {
         if let m = self.method, m != method.uppercased() { return false }
+        if let route, let endpoint = BitwardenEndpoint(rawValue: route) {
+            let segments = requestPath.split(separator: "/").map(String.init)
+            guard let service = segments.first.flatMap(BitwardenEndpoint.Service.init(rawValue:)),
+                  BitwardenEndpoint.match(method: method, service: service, segments: Array(segments.dropFirst()))?.0 == endpoint else {
+                return false
+            }
+        }
         let pattern = path.split(separator: "/")
         let actual = requestPath.split(separator: "/")
         for (i, piece) in pattern.enumerated() {

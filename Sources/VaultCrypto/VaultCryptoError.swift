@@ -3,6 +3,8 @@
 public enum VaultCryptoError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The text is not an EncString we can read.
     case invalidEncString(String)
+    /// The bytes are not an encrypted file body (`EncArrayBuffer`) we can read.
+    case invalidEncArrayBuffer(String)
     /// A key had the wrong number of bytes.
     case invalidKeyLength(expected: Int, actual: Int)
     /// The HMAC did not verify: the key is wrong or the data was altered.
@@ -26,6 +28,8 @@ public enum VaultCryptoError: Error, Equatable, Sendable, CustomStringConvertibl
         switch self {
         case .invalidEncString(let reason):
             return "invalid EncString: \(reason)"
+        case .invalidEncArrayBuffer(let reason):
+            return "invalid encrypted file (EncArrayBuffer): \(reason)"
         case .invalidKeyLength(let expected, let actual):
             return "invalid key length: expected \(expected) bytes, got \(actual)"
         case .authenticationFailed:

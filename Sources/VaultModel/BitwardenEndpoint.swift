@@ -66,6 +66,23 @@ public enum BitwardenEndpoint: String, CaseIterable, Sendable, CustomStringConve
     case deleteCipherByPost
     /// `PUT /api/ciphers/{id}/restore`: take an item out of the trash.
     case restoreCipher
+    /// `POST /api/ciphers/{id}/attachment/v2` with `{key, fileName, fileSize}`: announce an
+    /// attachment; the reply names its id and where to upload the file. Listed before
+    /// ``uploadAttachment`` so that `v2` is never taken for an attachment id.
+    case createAttachment
+    /// `POST /api/ciphers/{id}/attachment/{attachmentId}`: the file of an announced attachment
+    /// (multipart/form-data, field `data`), for servers that take uploads directly.
+    case uploadAttachment
+    /// `POST /api/ciphers/{id}/attachment`: the older one-step upload (multipart, fields `key`
+    /// and `data`, the encrypted file name as the part's file name).
+    case createAttachmentLegacy
+    /// `GET /api/ciphers/{id}/attachment/{attachmentId}`: the attachment's metadata with a
+    /// download URL.
+    case getAttachment
+    /// `DELETE /api/ciphers/{id}/attachment/{attachmentId}`.
+    case deleteAttachment
+    /// `POST /api/ciphers/{id}/attachment/{attachmentId}/delete`: the older form of ``deleteAttachment``.
+    case deleteAttachmentByPost
 
     /// The two services of a Bitwarden server (separate base URLs in the cloud, one host with
     /// `/identity` and `/api` prefixes when self-hosted).
@@ -107,6 +124,12 @@ public enum BitwardenEndpoint: String, CaseIterable, Sendable, CustomStringConve
         // An obsolete alias of the permanent delete on both servers.
         case .deleteCipherByPost: ("POST", .api, "ciphers/*/delete")
         case .restoreCipher: ("PUT", .api, "ciphers/*/restore")
+        case .createAttachment: ("POST", .api, "ciphers/*/attachment/v2")
+        case .uploadAttachment: ("POST", .api, "ciphers/*/attachment/*")
+        case .createAttachmentLegacy: ("POST", .api, "ciphers/*/attachment")
+        case .getAttachment: ("GET", .api, "ciphers/*/attachment/*")
+        case .deleteAttachment: ("DELETE", .api, "ciphers/*/attachment/*")
+        case .deleteAttachmentByPost: ("POST", .api, "ciphers/*/attachment/*/delete")
         }
     }
 

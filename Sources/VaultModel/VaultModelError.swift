@@ -22,7 +22,7 @@ public enum VaultModelError: Error, Equatable, Sendable, CustomStringConvertible
             switch underlying {
             case .authenticationFailed:
                 detail = "authentication failed (wrong key or tampered data)"
-            case .invalidEncString, .invalidKeyLength, .wrongKeyType, .decryptionFailed, .invalidUTF8, .unsupportedKdf,
+            case .invalidEncString, .invalidEncArrayBuffer, .invalidKeyLength, .wrongKeyType, .decryptionFailed, .invalidUTF8, .unsupportedKdf,
                  .invalidKdfParameters, .primitiveFailure:
                 detail = underlying.description
             }

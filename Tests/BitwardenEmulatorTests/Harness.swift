@@ -31,11 +31,14 @@ struct Harness {
     /// Runs `body` against a fresh harness and always stops the emulator.
     static func with<T>(
         _ flavor: EmulatorFlavor = .bitwarden, seed: UInt64 = 7, adminToken: String? = nil, timeout: TimeInterval = 10,
-        transport: TransportKind = .urlSession, _ body: (Harness) async throws -> T
+        transport: TransportKind = .urlSession, configure: (inout EmulatorConfiguration) -> Void = { _ in },
+        _ body: (Harness) async throws -> T
     ) async throws -> T {
         let clock = ManualClock(start)
-        let emulator = BitwardenEmulator(configuration: EmulatorConfiguration(
-            flavor: flavor, now: { clock.now }, random: SeededRandomSource(seed: seed), adminToken: adminToken))
+        var configuration = EmulatorConfiguration(
+            flavor: flavor, now: { clock.now }, random: SeededRandomSource(seed: seed), adminToken: adminToken)
+        configure(&configuration)
+        let emulator = BitwardenEmulator(configuration: configuration)
         let account = try emulator.createAccount(email: email, password: password, iterations: 5000)
         let baseURL = try await emulator.start()
         do {

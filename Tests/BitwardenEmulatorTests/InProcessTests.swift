@@ -58,8 +58,17 @@ struct InProcessTests {
         #expect(noRoute.status == 404)
         for endpoint in BitwardenEndpoint.allCases {
             // Fresh items for each call: an earlier delete must not turn this one into a 404.
-            let ids = try endpoint.pattern.contains("folders/*") ? [id(call(.createFolder, body: #"{"name":"\#(name)"}"#))]
+            var ids = try endpoint.pattern.contains("folders/*") ? [id(call(.createFolder, body: #"{"name":"\#(name)"}"#))]
                 : endpoint.pattern.contains("*") ? [id(call(.createCipher, body: #"{"type":1,"name":"\#(name)","login":{}}"#))] : []
+            if endpoint.pattern.hasPrefix("ciphers/*/attachment/*") {
+                // An attachment the cipher has, announced first.
+                let announced = call(.createAttachment, ids, body: #"{"key":"\#(name)","fileName":"\#(name)","fileSize":3}"#)
+                guard case .string(let attachmentId)? = try JSONValue(parsing: announced.body).objectValue?["attachmentId"] else {
+                    Issue.record("no attachment for \(endpoint): \(announced.status)")
+                    continue
+                }
+                ids.append(attachmentId)
+            }
             let response = call(endpoint, ids)
             #expect(response.status != 404, "\(endpoint) was not routed")
         }
