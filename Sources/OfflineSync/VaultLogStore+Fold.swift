@@ -304,15 +304,18 @@ extension VaultLogStore {
         // and all, and released the copy again.
         try batch.withUnsafeBufferPointer { events in
             for i in events.indices {
-                try walk.step(events[i].header, mac: events[i].chainValue, authenticated: events[i].authenticated)
+                // One copy of the header per event: passed from the buffer to a call that also
+                // mutates `walk` or `projection`, it was copied (strings retained) for each call.
+                let header = events[i].header
+                try walk.step(header, mac: events[i].chainValue, authenticated: events[i].authenticated)
                 switch events[i].opened {
                 case .fields(let type, let fields):
-                    projection.applyOperationFields(events[i].header, type: type, passwordChanged: fields.passwordChanged,
+                    projection.applyOperationFields(header, type: type, passwordChanged: fields.passwordChanged,
                                                     baseRevisionDate: fields.baseRevisionDate, at: fields.at)
                 case .event(let event):
                     projection.apply(event)
                 case .failed(let error), .notAnEvent(let error):
-                    quarantine(events[i].header, error, in: &projection)
+                    quarantine(header, error, in: &projection)
                 }
             }
         }
