@@ -62,6 +62,7 @@ extension Run {
         var options = ResolverOptions()
         options.concurrency = 1
         options.jitter = 0
+        options.mergesDisjointChanges = scenario.merge ?? true
         let server = EffectObservingServer(user.client) { effect in try await EffectScope.current?.observe(effect) }
         let resolver = OfflineSyncResolver(store: store, server: server, options: options, logger: runner.logger)
         resolvers[user.userId] = resolver
