@@ -60,7 +60,8 @@ public enum UpdateDecision: Equatable, Sendable {
     ///   conflict), except for a create chain (`createChain`: every version on the server is
     ///   this device's own);
     /// - server changed and `merge` is given (the caller's three-way merge of the base, the local
-    ///   version and the server's found the two changes in different parts) → ``merged``;
+    ///   version and the server's found the two changes in different parts) →
+    ///   ``merged(_:backupServer:reason:)``;
     /// - server changed and the local edit is strictly newer than the server revision → back up
     ///   the server copy, push local;
     /// - server changed and is newer or equal → back up local, keep the server copy.
