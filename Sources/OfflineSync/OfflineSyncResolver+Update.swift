@@ -25,11 +25,13 @@ extension OfflineSyncResolver {
             } catch where error.serverErrorKind == .notFound {
                 return try await recreate(&item, run: run)
             }
+            let ownNow = try ownWrites(own, covering: serverCopy, base: base, item: item, run: run)
+            let merge = try disjointMerge(item, server: serverCopy, base: base, own: ownNow, createChain: createChain, run: run)
             let decision = UpdateDecision.decide(
                 latest: item.latest, base: base, localUpdatedAt: item.change.updatedAt,
                 passwordChanges: item.passwordChangesSincePush, server: serverCopy,
                 softConflictThreshold: options.softConflictPasswordChangeThreshold,
-                own: try ownWrites(own, covering: serverCopy, base: base, item: item, run: run), createChain: createChain)
+                own: ownNow, createChain: createChain, merge: merge?.parts)
             switch decision {
             case .alreadyApplied:
                 // Our PUT was applied but its answer lost: the passwords the 5-entry history
@@ -50,6 +52,16 @@ extension OfflineSyncResolver {
                                          (.resolved, OutcomeBody(at: now, serverId: serverId))],
                                  local: replacing(item.id, with: serverCopy), run: run)
                 return .serverKept
+
+            case .merged(_, let backupServer, let reason):
+                guard let merge else { preconditionFailure("a merged decision without a merge") }
+                if let outcome = try await pushMerged(&item, merge, serverId: serverId, serverCopy: serverCopy,
+                                                      backupServer: backupServer, reason: reason, run: run) {
+                    return outcome
+                }
+                staleAnswers += 1
+                logger.info("server copy changed during resolution; deciding again", metadata: ["cipher": "\(item.id)"])
+                if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
 
             case .pushLocal(let backupServer, let reason):
                 var preserved: [Cipher] = []

@@ -44,6 +44,10 @@ public enum UpdateDecision: Equatable, Sendable {
     case pushLocal(backupServer: Bool, reason: String)
     /// The server copy wins: back up the local version, keep the server copy locally.
     case keepServer(reason: String)
+    /// Another device changed the item, but other parts than the local change: push the merged
+    /// item (the base with both sides' changes), with no conflict backup (`backupServer` only
+    /// for a soft conflict, as when the server is unchanged).
+    case merged(MergedParts, backupServer: Bool, reason: String)
 
     /// Decides a pending update against the server's current copy.
     ///
@@ -55,12 +59,16 @@ public enum UpdateDecision: Equatable, Sendable {
     ///   `passwordChanges >= softConflictThreshold` back up the server copy first (soft
     ///   conflict), except for a create chain (`createChain`: every version on the server is
     ///   this device's own);
+    /// - server changed and `merge` is given (the caller's three-way merge of the base, the local
+    ///   version and the server's found the two changes in different parts) →
+    ///   ``merged(_:backupServer:reason:)``;
     /// - server changed and the local edit is strictly newer than the server revision → back up
     ///   the server copy, push local;
     /// - server changed and is newer or equal → back up local, keep the server copy.
     public static func decide(latest: Cipher, base: BitwardenDate?, localUpdatedAt: BitwardenDate,
                               passwordChanges: Int, server: Cipher, softConflictThreshold: Int,
-                              own: OwnWrites = OwnWrites(), createChain: Bool = false) -> UpdateDecision {
+                              own: OwnWrites = OwnWrites(), createChain: Bool = false,
+                              merge: MergedParts? = nil) -> UpdateDecision {
         if latest.sameContent(as: server) { return .alreadyApplied }
         let serverRevision = server.revisionDate
         let ownWrite = own.wrote(server)
@@ -71,6 +79,12 @@ public enum UpdateDecision: Equatable, Sendable {
             return .pushLocal(backupServer: false, reason: ownWrite
                 ? "no conflict: the server holds an earlier version written by this device"
                 : "no conflict: server unchanged since the offline edit")
+        }
+        if let merge {
+            let soft = passwordChanges >= softConflictThreshold && !createChain
+            return .merged(merge, backupServer: soft, reason: soft
+                ? "merged: another device changed other parts (\(merge.server.joined(separator: ", "))); soft conflict: \(passwordChanges) offline password changes"
+                : "merged: another device changed other parts (\(merge.server.joined(separator: ", ")))")
         }
         if localUpdatedAt > serverRevision {
             return .pushLocal(backupServer: true, reason: "conflict: local edit (\(localUpdatedAt)) is newer than the server's (\(serverRevision))")

@@ -18,6 +18,10 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
     public enum Kind: Sendable, Equatable {
         /// This device's version is on the server (an update, or an edit of a trashed item).
         case pushed
+        /// Another device had changed other parts of the item: this device's change and the
+        /// other device's are both on the server, in one item (no backup). The parts each side
+        /// changed.
+        case merged(MergedParts)
         /// An item created offline got its server id (``ResolutionRecord/serverId``).
         case idMapped
         /// The server no longer had the item; it was created again from this device's version.
@@ -65,23 +69,24 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
     public var id: UInt64 { sequence }
 
     /// True for what a user should hear about: a backup of either side, an overflow copy, a
-    /// dropped delete, the server's version kept, a re-created item, a discarded change.
+    /// dropped delete, the server's version kept, a re-created item, a discarded change, a merge
+    /// with another device's change.
     public var isConflict: Bool {
         switch kind {
         case .serverVersionBackedUp, .localVersionBackedUp, .passwordOverflowCopy, .serverVersionKept, .deleteDropped,
-             .recreated, .discarded:
+             .recreated, .discarded, .merged:
             true
         case .pushed, .idMapped, .deleted, .alreadyGone:
             false
         }
     }
 
-    /// Which side's version the item kept, for the kinds that decide it.
+    /// Which side's version the item kept, for the kinds that decide it (a merge kept both: nil).
     public var sideKept: ConflictSide? {
         switch kind {
         case .serverVersionBackedUp, .pushed, .recreated: .local
         case .localVersionBackedUp, .serverVersionKept, .deleteDropped, .discarded: .server
-        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone: nil
+        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged: nil
         }
     }
 
@@ -109,7 +114,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         guard let body = event.outcome else { return nil }
         let kind: Kind
         switch event.type {
-        case .pushed: kind = .pushed
+        case .pushed: kind = body.merged.map { .merged($0) } ?? .pushed
         case .idMapped: kind = .idMapped
         case .recreated: kind = .recreated
         case .serverCopyKept: kind = .serverVersionKept

@@ -13,6 +13,9 @@ public struct ItemReport: Sendable, Equatable {
         /// The local version won a conflict and is on the server; the server's copy (another
         /// device's change, or a soft conflict's) was saved as a backup (``ItemReport/backupIds``).
         case localKept
+        /// Another device changed other parts of the item: the merged item (both changes) is on
+        /// the server, with no conflict backup.
+        case merged
         /// Created on the server (new id in ``serverId``).
         case created
         /// The server had lost it; created again.

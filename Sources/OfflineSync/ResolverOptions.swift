@@ -27,6 +27,12 @@ public struct ResolverOptions: Sendable {
     /// Offline password changes that make a backup of the server copy even without a
     /// conflict (the 5-entry history would otherwise lose intermediate passwords).
     public var softConflictPasswordChangeThreshold = 4
+    /// Merge an offline edit with another device's change of the same item when the two
+    /// changed different parts (name, notes, folder, favourite and reprompt, the credential,
+    /// URIs, each custom field...): the server gets one item holding both, and no backup is made.
+    /// When both changed one part the decision matrix applies. Off: the matrix for every
+    /// change another device made (the newer side wins, the other is kept as a backup item).
+    public var mergesDisjointChanges = true
     /// How long a run waits before it starts when the previous run of the user ended without
     /// releasing the store's resolution lock cleanly (its process died mid-run: an extension
     /// the system stopped, an app killed during a sync). Requests that process sent may still be

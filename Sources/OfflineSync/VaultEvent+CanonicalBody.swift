@@ -12,7 +12,9 @@ extension VaultEvent {
     /// its time, base revision and password flag, with `placeholder` for the snapshot. Read by
     /// scanning the canonical body (`{"at":…,["baseRevisionDate":…,]"cipher":{…},
     /// "passwordChanged":…,"v":1}`, sorted keys as ``encode(_:)`` writes) without decoding the
-    /// cipher; nil for any other shape (the caller then decodes it fully).
+    /// cipher; nil for any other shape (the caller then decodes it fully). A first edit carries
+    /// its `base` (`{"at":…,"base":{…},["baseRevisionDate":…,]"cipher":…`), which is skipped:
+    /// read from the whole body only (the ends alone do not hold it).
     static func operationSummary(header: EventHeader, plaintext: [UInt8], placeholder: Cipher) -> VaultEvent? {
         guard let type = VaultEventType(rawValue: header.eventType), type.isOperation,
               let fields = operationFields(plaintext) else { return nil }
@@ -77,8 +79,34 @@ extension VaultEvent {
                   let date = try? BitwardenDate(utf8: UnsafeRawBufferPointer(rebasing: head[(offset + 1)..<i])) else { return nil }
             return (date, i + 1)
         }
+        /// Where the JSON object starting at `offset` (its `{`) inside `head` ends (after its `}`):
+        /// strings skipped with their escapes; nil when it runs past `head`.
+        func objectEnd(at offset: Int) -> Int? {
+            guard offset < head.count, head[offset] == UInt8(ascii: "{") else { return nil }
+            var depth = 0, i = offset, inString = false
+            while i < head.count {
+                let byte = head[i]
+                if inString {
+                    if byte == UInt8(ascii: "\\") { i += 1 } else if byte == UInt8(ascii: "\"") { inString = false }
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = true
+                } else if byte == UInt8(ascii: "{") {
+                    depth += 1
+                } else if byte == UInt8(ascii: "}") {
+                    depth -= 1
+                    if depth == 0 { return i + 1 }
+                }
+                i += 1
+            }
+            return nil
+        }
         guard starts("{\"at\":", at: 0), let (at, afterAt) = date(at: 6) else { return nil }
         var offset = afterAt
+        // A first edit's base (`Docs/Projection.md`): skipped, read only when the body is decoded.
+        if starts(",\"base\":{", at: offset) {
+            guard let end = objectEnd(at: offset + 8) else { return nil }
+            offset = end
+        }
         var base: BitwardenDate?
         if starts(",\"baseRevisionDate\":", at: offset) {
             guard let (date, end) = date(at: offset + 20) else { return nil }
@@ -135,17 +163,19 @@ extension VaultEvent {
     /// in where the encoder puts it: byte for byte what encoding `op` whole gives (tested), at
     /// the cost of encoding the four small fields. The cipher is most of a save's encoding.
     static func encodeOperation(_ op: OperationBody, cipherJSON: [UInt8]) throws -> [UInt8] {
-        /// `OperationBody` without its cipher: `{"at":…,["baseRevisionDate":…,]"passwordChanged":…,"v":…}`.
+        /// `OperationBody` without its cipher: `{"at":…,["base":{…},]["baseRevisionDate":…,]"passwordChanged":…,"v":…}`.
         struct Rest: Encodable {
             var at: BitwardenDate
+            var base: Cipher?
             var baseRevisionDate: BitwardenDate?
             var passwordChanged: Bool
             var v: Int
         }
-        let rest = try canonicalEncoder().encode(Rest(at: op.at, baseRevisionDate: op.baseRevisionDate,
+        let rest = try canonicalEncoder().encode(Rest(at: op.at, base: op.base, baseRevisionDate: op.baseRevisionDate,
                                                       passwordChanged: op.passwordChanged, v: op.v))
         let marker = Array(",\"passwordChanged\":".utf8)
-        guard let split = rest.firstRange(of: marker)?.lowerBound else {
+        // The last one: a base's unknown fields could hold the key too, never after the body's own.
+        guard let split = rest.ranges(of: marker).last?.lowerBound else {
             preconditionFailure("the encoder wrote an operation body without passwordChanged")
         }
         var out: [UInt8] = []

@@ -16,13 +16,35 @@ public struct OperationBody: Codable, Sendable, Equatable {
     public var baseRevisionDate: BitwardenDate?
     /// When the user made the edit.
     public var at: BitwardenDate
+    /// The version the edit started from (the local copy of the server's item at
+    /// ``baseRevisionDate``), on the first edit of an item with nothing pending: the base of the
+    /// resolver's three-way merge with another device's change. Nil on later edits, creates and
+    /// deletes (and on every edit written before the field existed).
+    public var base: Cipher?
 
     /// The body of an offline operation on `cipher` (its new version, encrypted).
-    public init(cipher: Cipher, passwordChanged: Bool, baseRevisionDate: BitwardenDate?, at: BitwardenDate) {
+    public init(cipher: Cipher, passwordChanged: Bool, baseRevisionDate: BitwardenDate?, at: BitwardenDate, base: Cipher? = nil) {
         self.cipher = cipher
         self.passwordChanged = passwordChanged
         self.baseRevisionDate = baseRevisionDate
         self.at = at
+        self.base = base
+    }
+}
+
+/// The parts of an item a merge took from each side (a `pushed` outcome of a merge): names as
+/// `CipherMerge` (VaultModel) gives them (`name`, `notes`, `folder`, `favorite`, `credential`, `uris`,
+/// `field:<name>`...).
+public struct MergedParts: Codable, Sendable, Equatable {
+    /// Parts this device's offline change set.
+    public var local: [String]
+    /// Parts only another device changed (taken from the server's copy).
+    public var server: [String]
+
+    /// The parts of a merge.
+    public init(local: [String], server: [String]) {
+        self.local = local
+        self.server = server
     }
 }
 
@@ -74,13 +96,17 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     /// The failure was the server being out of reach (resolutionFailed): not an attempt, and
     /// not recorded again while it lasts.
     public var serverUnreachable: Bool?
+    /// The local change and another device's change touched different parts of the item, and
+    /// the pushed version holds both (pushed): which parts came from each side.
+    public var merged: MergedParts?
 
     /// An outcome at `at` with the fields its type uses (see each property).
     public init(at: BitwardenDate, serverId: String? = nil, revisionDate: BitwardenDate? = nil,
                 backupId: String? = nil, backupOf: ConflictSide? = nil, marker: String? = nil, reason: String? = nil,
                 attempt: Int? = nil, nextRetryAt: BitwardenDate? = nil, deadLetter: Bool? = nil, pendingCount: Int? = nil,
                 cipher: Cipher? = nil, purpose: CreatePurpose? = nil,
-                sourceRevisionDate: BitwardenDate? = nil, sourceSequence: UInt64? = nil, serverUnreachable: Bool? = nil) {
+                sourceRevisionDate: BitwardenDate? = nil, sourceSequence: UInt64? = nil, serverUnreachable: Bool? = nil,
+                merged: MergedParts? = nil) {
         self.at = at
         self.serverId = serverId
         self.revisionDate = revisionDate
@@ -97,6 +123,7 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
         self.sourceRevisionDate = sourceRevisionDate
         self.sourceSequence = sourceSequence
         self.serverUnreachable = serverUnreachable
+        self.merged = merged
     }
 }
 

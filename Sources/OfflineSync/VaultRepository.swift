@@ -210,7 +210,11 @@ public final class VaultRepository: Sendable {
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
             logger.info("server unavailable; saving edit offline", metadata: ["cipher": "\(id)", "error": "\(error)"])
-            let sequence = try await appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
+            // The first edit of an item with nothing pending keeps the version it started from:
+            // the base of the resolver's merge with another device's change.
+            let base = previousCipher.flatMap { $0.revisionDate == encrypted.revisionDate ? $0 : nil }
+            let sequence = try await appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged,
+                                                     base: base, local: [.upsert(encrypted)])
             return .savedOffline(encrypted, sequence: sequence)
         }
     }
@@ -218,10 +222,12 @@ public final class VaultRepository: Sendable {
     /// Appends an operation event with its local change in one durable transaction. The
     /// base revision is the snapshot's (the server revision the edit started from).
     func appendOperation(_ type: VaultEventType, _ snapshot: Cipher, id: String, passwordChanged: Bool = false,
-                                 local: [LocalChange]) async throws -> UInt64 {
-        try await store.append(userId: userId, cipherId: id, type: type,
+                                 base: Cipher? = nil, local: [LocalChange]) async throws -> UInt64 {
+        var base = base
+        base?.extra = [:]
+        return try await store.append(userId: userId, cipherId: id, type: type,
                          body: .operation(OperationBody(cipher: snapshot, passwordChanged: passwordChanged,
-                                                        baseRevisionDate: snapshot.revisionDate, at: now)),
+                                                        baseRevisionDate: snapshot.revisionDate, at: now, base: base)),
                          localChanges: local)
     }
 
@@ -256,7 +262,7 @@ public final class VaultRepository: Sendable {
         guard try pendingState().pending[freshId] == nil else {
             throw OfflineSyncError.pendingChangesNotResolved(cipherId: id, reason: "still pending after resolution")
         }
-        let ours: Set<ItemReport.Outcome> = [.pushed, .created, .recreated]
+        let ours: Set<ItemReport.Outcome> = [.pushed, .merged, .created, .recreated]
         let local = try store.localCipher(userId: userId, id: freshId)
         return (freshId, ours.contains(report.outcome) ? local?.revisionDate : revision)
     }

@@ -115,6 +115,8 @@ public enum DemoStory {
                 case .backupCreated where body.backupOf == .server:
                     text = "the server's copy was backed up as \(backupName) before being replaced (\(body.reason ?? ""))"
                 case .backupCreated: text = "your offline version lost and was kept as \(backupName) (\(body.reason ?? ""))"
+                case .pushed where body.merged != nil:
+                    text = "merged with the phone's change of other parts (\(body.merged?.server.joined(separator: ", ") ?? "")): both are on the server"
                 case .pushed: text = "your version is on the server"
                 case .serverCopyKept: text = "the phone's newer version stays active"
                 case .deleteApplied: text = "deleted on the server (\(body.reason ?? ""))"

@@ -16,6 +16,10 @@ public struct Scenario: Codable, Sendable, Equatable {
     public var flavor: EmulatorFlavor?
     /// Seeds ids, IVs and keys; the same seed gives the same log byte for byte.
     public var seed: UInt64?
+    /// Whether the resolver merges an offline edit with another device's change of other parts
+    /// of the item (`ResolverOptions.mergesDisjointChanges`); default true. False:
+    /// the decision matrix for every change another device made.
+    public var merge: Bool?
     /// Accounts on the server (default: one user `alice`).
     public var users: [ScenarioUser]?
     /// Items on the server and in the local store before the first step (as after a sync).

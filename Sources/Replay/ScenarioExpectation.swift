@@ -80,10 +80,13 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
     public var deleted: Bool?
     /// The folder's ref (a `createFolder` step's), when the item is in one.
     public var folder: String?
+    /// A favourite (an absent favourite flag is false; observed items give it only when true).
+    public var favorite: Bool?
 
     /// An expected item from the fields to compare; every field defaults to nil (not compared).
     public init(name: String? = nil, namePrefix: String? = nil, password: String? = nil, notes: String? = nil,
-                passwordHistory: [String]? = nil, deleted: Bool? = nil, folder: String? = nil, username: String? = nil) {
+                passwordHistory: [String]? = nil, deleted: Bool? = nil, folder: String? = nil, username: String? = nil,
+                favorite: Bool? = nil) {
         self.name = name
         self.namePrefix = namePrefix
         self.password = password
@@ -92,6 +95,7 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
         self.deleted = deleted
         self.folder = folder
         self.username = username
+        self.favorite = favorite
     }
 
     /// The given fields only, as `{name="…", name^="…", password="…", …}`, for mismatch reports.
@@ -105,6 +109,7 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
         if let passwordHistory { parts.append("history=\(passwordHistory)") }
         if let deleted { parts.append("deleted=\(deleted)") }
         if let folder { parts.append("folder=\(folder.debugDescription)") }
+        if let favorite { parts.append("favorite=\(favorite)") }
         return "{" + parts.joined(separator: ", ") + "}"
     }
 }

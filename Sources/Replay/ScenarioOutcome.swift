@@ -78,6 +78,10 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// Another device's change: true once the server answered it (nil while unknown: a lost
     /// answer may or may not have applied it).
     public var applied: Bool?
+    /// `anotherDevice`: the server gave the change a revision date more than a second after the
+    /// copy's it replaced (false: within the second a server's out-of-date check tolerates, on
+    /// the simulated clock, so a save based on that copy still goes through over the change).
+    public var newRevision: Bool?
 
     /// An entry from its fields; `pendingBefore`, `user` and `kept` default to nil (not recorded).
     public init(step: Int, ref: String, action: JournalAction, content: ScenarioItem?, offline: Bool,

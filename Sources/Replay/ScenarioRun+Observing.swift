@@ -60,7 +60,7 @@ extension Run {
                 return ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
                                                passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
                                                deleted: view.deletedDate != nil, folder: folderRef(view.folderId),
-                                               username: view.login?.username)
+                                               username: view.login?.username, favorite: view.favorite == true ? true : nil)
             }.sorted { ($0.name ?? "", $0.password ?? "") < ($1.name ?? "", $1.password ?? "") }
         }
         return ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,

@@ -62,6 +62,7 @@ extension Run {
         var options = ResolverOptions()
         options.concurrency = 1
         options.jitter = 0
+        options.mergesDisjointChanges = scenario.merge ?? true
         let server = EffectObservingServer(user.client) { effect in try await EffectScope.current?.observe(effect) }
         let resolver = OfflineSyncResolver(store: store, server: server, options: options, logger: runner.logger)
         resolvers[user.userId] = resolver
@@ -127,7 +128,8 @@ extension Run {
             let current = try await user.onOtherDevice { try await $0.getCipher(id: id) }
             var view = try current.decrypt(userKey: user.userKey)
             let before = view
-            Self.apply(try resolvingFolder(try item(step, index), step: index), to: &view)
+            let changes = try resolvingFolder(try item(step, index), step: index)
+            Self.apply(changes, to: &view)
             view = view.applyingPasswordHistory(original: before, now: BitwardenDate(clock.now))
             var encrypted = try view.encrypt(userKey: user.userKey, random: random(UInt64(index) &+ 1000))
             encrypted.id = id
@@ -135,8 +137,16 @@ extension Run {
             journal.append(.init(step: index, ref: step.ref!, action: .anotherDevice, content: content(view), offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
             let entry = journal.count - 1
-            _ = try await user.onOtherDevice { try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate) }
+            // The fields it set, for the invariants that follow another device's changes: the
+            // step's item, its folder as a ref like the content's.
+            var set = changes
+            set.folderId = nil
+            journal[entry].changes = set
+            let answer = try await user.onOtherDevice { try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate) }
             journal[entry].applied = true
+            if let after = answer.revisionDate, let before = current.revisionDate {
+                journal[entry].newRevision = abs(after.ticksSince1970 - before.ticksSince1970) > BitwardenDate.ticksPerSecond
+            }
         case .anotherDeviceDelete:
             let (user, id) = try currentId(try ref(step, index), step: index)
             journal.append(.init(step: index, ref: step.ref!, action: .anotherDeviceDelete, content: nil, offline: false,

@@ -63,7 +63,7 @@ extension ScenarioRunner {
 
     static func specificity(_ e: ScenarioItemExpectation) -> Int {
         [e.name != nil, e.namePrefix != nil, e.password != nil, e.notes != nil, e.passwordHistory != nil, e.deleted != nil,
-         e.folder != nil, e.username != nil].filter { $0 }.count
+         e.folder != nil, e.username != nil, e.favorite != nil].filter { $0 }.count
     }
 
     static func matches(_ want: ScenarioItemExpectation, _ got: ScenarioItemExpectation) -> Bool {
@@ -75,6 +75,7 @@ extension ScenarioRunner {
         if let history = want.passwordHistory, got.passwordHistory ?? [] != history { return false }
         if let deleted = want.deleted, (got.deleted ?? false) != deleted { return false }
         if let folder = want.folder, got.folder != folder { return false }
+        if let favorite = want.favorite, (got.favorite ?? false) != favorite { return false }
         return true
     }
 }

@@ -63,6 +63,71 @@ extension Simulation {
         return violations
     }
 
+    /// `item` with what another device's change (`entry`) set: the fields an edit gave, the
+    /// folder of a move.
+    static func overlaying(_ entry: ScenarioJournalEntry, on item: ScenarioItem) -> ScenarioItem {
+        var item = item
+        switch entry.action {
+        case .anotherDevice:
+            guard let changes = entry.changes else { return item }
+            if let name = changes.name { item.name = name }
+            if let notes = changes.notes { item.notes = notes }
+            if let username = changes.username { item.username = username }
+            if let password = changes.password { item.password = password }
+            if let folder = changes.folder { item.folder = folder }
+        case .anotherDeviceMove:
+            item.folder = entry.content?.folder
+        case .initial, .create, .update, .softDelete, .delete, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
+             .anotherDeviceRestore, .anotherDeviceReencrypt:
+            break
+        }
+        return item
+    }
+
+    /// Invariant 12: no field another device's acknowledged edit set disappears — every
+    /// password, note, username and folder it set is on the server (the active item, its
+    /// password history, or a backup or overflow copy), unless a later save of the user or a
+    /// later change of another device set the field again, or the item was deleted or trashed
+    /// later. (The resolver never drops a field either side changed: a merge keeps both sides'
+    /// parts, the matrix backs up the losing side.) Edits whose revision is within a second of the
+    /// copy they replaced (the simulated clock had not moved) are not followed: a server's
+    /// out-of-date check lets a save based on that copy through.
+    static func otherDeviceFieldViolations(journal: [ScenarioJournalEntry], server: [String: [ScenarioItemExpectation]]) -> [String] {
+        var violations: [String] = []
+        let serverItems = server.values.flatMap { $0 }
+        let byRef = Dictionary(grouping: journal.indices.filter { !journal[$0].ref.isEmpty }, by: { journal[$0].ref })
+        for (ref, positions) in byRef.sorted(by: { $0.key < $1.key }) {
+            let entries = positions.map { (position: $0, entry: journal[$0]) }
+            guard let name = entries.compactMap({ $0.entry.content?.name }).first else { continue }
+            let copies = serverItems.filter { $0.name == name || ($0.name ?? "").hasPrefix(name + " - ") }
+            // An edit whose revision is within a second of the copy it replaced (the simulated
+            // clock had not moved) passes a server's out-of-date check for a save based on that
+            // copy (Bitwarden tolerates a second): the save goes straight over it. Not followed.
+            for (position, edit) in entries where edit.action == .anotherDevice && edit.applied == true && edit.newRevision != false {
+                guard let changes = edit.changes else { continue }
+                let later = entries.filter { $0.position > position }
+                if later.contains(where: { [.delete, .softDelete, .anotherDeviceDelete].contains($0.entry.action) }) { continue }
+                for field in Field.allCases {
+                    guard let value = field.value(in: changes) else { continue }
+                    let setAgain = later.contains { entry in
+                        switch entry.entry.action {
+                        case .update: entry.entry.changes.flatMap(field.value(in:)) != nil
+                        case .anotherDevice: entry.entry.changes.flatMap(field.value(in:)).map { $0 != value } ?? false
+                        case .anotherDeviceMove: field == .folder
+                        case .initial, .create, .softDelete, .delete, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
+                             .anotherDeviceRestore, .anotherDeviceReencrypt: false
+                        }
+                    }
+                    if setAgain { continue }
+                    if !copies.contains(where: { field.holds(value, $0) }) {
+                        violations.append("invariant 12: \(ref): the \(field) \(value) another device saved at step \(edit.step + 1) is not on the server (active item, password history or a copy)")
+                    }
+                }
+            }
+        }
+        return violations
+    }
+
     /// The fields a save can change that invariant 9 follows.
     enum Field: String, CaseIterable, CustomStringConvertible {
         case password, notes, username, folder

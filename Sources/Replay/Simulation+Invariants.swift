@@ -16,8 +16,10 @@ extension Simulation {
     ///    outside its pending batch (with nothing pending, or in a later batch) pushed it out
     ///    of Bitwarden's 5-entry history;
     /// 2. the last version the user saved of an item that no other device touched is on the
-    ///    server (active, in the trash or as a backup); an item the user trashed is in the
-    ///    server's trash with that version;
+    ///    server (active, in the trash or as a backup), or that version merged with the changes
+    ///    other devices made before it that the device had not seen (the resolver's merge of
+    ///    changes to different parts); an item the user trashed is in the server's trash with
+    ///    that version;
     /// 3. an item the user permanently deleted is gone from the server, unless another device
     ///    edited it after the device last saw it;
     /// 4. backups only where the matrix asks for them (another device touched the item, or a
@@ -26,7 +28,7 @@ extension Simulation {
     ///    identical server items;
     /// 5. nothing pending and nothing dead-lettered at the end;
     ///
-    /// and those of ``fieldAndDeleteViolations(journal:server:)`` (3, second half, and 9), plus
+    /// and those of ``fieldAndDeleteViolations(journal:server:)`` (3, second half, 9 and 12), plus
     /// what the run saw itself (``ScenarioOutcome/runViolations``: 10, an offline save refused;
     /// 11, a pending-count stream that did not end at the log's count).
     public static func check(_ outcome: ScenarioOutcome) -> [String] {
@@ -79,6 +81,14 @@ extension Simulation {
                 let since = lastRefresh(user: user, ref: ref, before: step)
                 return other.contains { $0.step > since }
             }
+            /// `saved` (a version saved at `step`) merged with what other devices changed since the
+            /// device last saw the item before `step` and before `until`: the version the resolver
+            /// pushes when the two changed different parts.
+            func merged(_ saved: ScenarioItem, savedAt step: Int, user: String?, until: Int) -> ScenarioItem {
+                let since = lastRefresh(user: user, ref: ref, before: step)
+                return other.filter { $0.step > since && $0.step < until && $0.applied != false }
+                    .reduce(saved) { Self.overlaying($1, on: $0) }
+            }
 
             // Trash moves of a create that was still pending: as the engine's rule has it, a create
             // that never reached the server is removed locally when trashed (one that may have
@@ -102,10 +112,12 @@ extension Simulation {
             case .softDelete:
                 // The version trashed: the user's last one or, when a conflict kept another
                 // device's version, that one (the user's then lives on as a backup).
-                let mine = own.last(where: { $0.content != nil && $0.step < last.step })?.content
+                let saved = own.last(where: { $0.content != nil && $0.step < last.step })
+                let mine = saved?.content
                 let theirs = other.filter { $0.step < last.step }.compactMap(\.content)
+                let merge = saved.flatMap { entry in entry.content.map { merged($0, savedAt: entry.step, user: entry.user, until: last.step) } }
                 if let mine, !otherDeviceSince(refreshBefore: last.step, user: last.user),
-                   !([mine] + theirs).contains(where: { holds($0, trashed: true) }) {
+                   !([mine] + theirs + [merge].compactMap { $0 }).contains(where: { holds($0, trashed: true) }) {
                     violations.append("invariant 2: \(ref): trashed by the user, but its last version (\(mine.password ?? "-"), \(mine.notes ?? "-")) is not in the server's trash")
                 }
             case .delete:
@@ -115,7 +127,8 @@ extension Simulation {
                 }
             case .initial, .create, .update, .anotherDevice, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
                  .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt:
-                if let content = last.content, !touchedAfter, !holds(content) {
+                if let content = last.content, !touchedAfter, !holds(content),
+                   !holds(merged(content, savedAt: last.step, user: last.user, until: last.step)) {
                     violations.append("invariant 2: \(ref): the last saved version (\(content.password ?? "-"), \(content.notes ?? "-")) is not on the server")
                 }
             }
@@ -186,5 +199,6 @@ extension Simulation {
             violations.append("invariant 4: \(count) identical server items \(key)")
         }
         return violations + fieldAndDeleteViolations(journal: journal, server: server)
+            + otherDeviceFieldViolations(journal: journal, server: server)
     }
 }

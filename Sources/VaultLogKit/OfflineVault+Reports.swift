@@ -42,6 +42,9 @@ public struct ConflictReport: Sendable, Equatable, Identifiable {
         case .deleteDropped: "\(item) was changed on another device, so it was not deleted."
         case .recreated: "\(item) had been deleted on another device; your version was saved again."
         case .discarded: "Your waiting change to \(item) was discarded; the server's version is kept."
+        case .merged(let parts):
+            "\(item) was changed on another device too, in other parts (\(parts.server.joined(separator: ", "))). "
+                + "Both changes are kept in the item (yours: \(parts.local.joined(separator: ", ")))."
         case .pushed: "Your change to \(item) is on the server."
         case .idMapped: "\(item), created on this device, is on the server."
         case .deleted: "\(item) was deleted on the server."

@@ -79,6 +79,7 @@ import VaultLogTesting
         case .alreadyApplied: label = "applied"
         case .pushLocal(let backup, _): label = backup ? "backup+push" : "push"
         case .keepServer: label = "keep"
+        case .merged: label = "merged"
         }
         #expect(label == row.expected)
     }
@@ -158,6 +159,125 @@ import VaultLogTesting
         #expect(DeleteDecision.decide(changeType: row.type, latest: latest, base: Self.at(0), hasEdits: row.hasEdits, server: server,
                                       passwordChanges: row.passwordChanges, softConflictThreshold: 4,
                                       own: own, createChain: row.createChain) == row.expected)
+    }
+
+    // MARK: The merge table: each part changed locally × each part changed on the server
+
+    /// A change of one part of the item, by this device (`local`) or another one (server).
+    struct PartChange: Sendable, CustomTestStringConvertible {
+        let label: String
+        /// The part it belongs to (`CipherMerge` names): two changes of one part overlap.
+        let part: String
+        let apply: @Sendable (_ local: Bool, inout CipherView) -> Void
+        /// Whether `view` holds the value this side's change set.
+        let holds: @Sendable (_ local: Bool, CipherView) -> Bool
+        var testDescription: String { label }
+    }
+
+    static func side(_ local: Bool) -> String { local ? "local" : "server" }
+
+    static let partChanges: [PartChange] = [
+        PartChange(label: "name", part: "name", apply: { $1.name = "Bank \(side($0))" }, holds: { $1.name == "Bank \(side($0))" }),
+        PartChange(label: "notes", part: "notes", apply: { $1.notes = "notes \(side($0))" }, holds: { $1.notes == "notes \(side($0))" }),
+        PartChange(label: "folder", part: "folder", apply: { $1.folderId = "folder-\(side($0))" },
+                   holds: { $1.folderId == "folder-\(side($0))" }),
+        // Favourite and reprompt are one part: this device stars it, the other asks for the master password.
+        PartChange(label: "favourite/reprompt", part: "favorite",
+                   apply: { local, view in if local { view.favorite = true } else { view.reprompt = .password } },
+                   holds: { local, view in local ? view.favorite == true : view.reprompt == .password }),
+        // Username, password and TOTP are one part: the credential.
+        PartChange(label: "username", part: "credential", apply: { $1.login?.username = "user-\(side($0))" },
+                   holds: { $1.login?.username == "user-\(side($0))" }),
+        PartChange(label: "password", part: "credential", apply: { $1.login?.password = "pw-\(side($0))" },
+                   holds: { $1.login?.password == "pw-\(side($0))" }),
+        PartChange(label: "TOTP", part: "credential", apply: { $1.login?.totp = "totp-\(side($0))" },
+                   holds: { $1.login?.totp == "totp-\(side($0))" }),
+        PartChange(label: "URIs", part: "uris", apply: { $1.login?.uris = [LoginUriView(uri: "https://\(side($0)).example")] },
+                   holds: { $1.login?.uris?.map(\.uri) == ["https://\(side($0)).example"] }),
+        // Custom fields by name: two fields are two parts.
+        PartChange(label: "field PIN", part: "field:PIN", apply: { local, view in
+            view.fields = view.fields?.map { $0.name == "PIN" ? FieldView(type: .hidden, name: "PIN", value: "pin-\(side(local))") : $0 }
+        }, holds: { local, view in view.fields?.first { $0.name == "PIN" }?.value == "pin-\(side(local))" }),
+        PartChange(label: "field Door", part: "field:Door", apply: { local, view in
+            view.fields = view.fields?.map { $0.name == "Door" ? FieldView(type: .text, name: "Door", value: "door-\(side(local))") : $0 }
+        }, holds: { local, view in view.fields?.first { $0.name == "Door" }?.value == "door-\(side(local))" }),
+    ]
+
+    static let mergeBase: CipherView = {
+        var view = CipherView(type: .login, name: "Bank", notes: "notes", login: LoginView(username: "u", password: "p"))
+        view.login?.uris = [LoginUriView(uri: "https://bank.example")]
+        view.fields = [FieldView(type: .hidden, name: "PIN", value: "1234"), FieldView(type: .text, name: "Door", value: "42")]
+        view.revisionDate = at(0)
+        return view
+    }()
+
+    /// For every part changed here, against every part changed on the server (the server newer
+    /// and older than the local edit): disjoint parts → `merged`, no backup, the merged item
+    /// holds both sides' values (and the base's for the rest); the same part → the matrix as
+    /// without merging (the newer side wins, the other is backed up).
+    @Test(arguments: partChanges)
+    func mergeTable(local change: PartChange) throws {
+        for serverChange in Self.partChanges {
+            for serverNewer in [false, true] {
+                var local = Self.mergeBase, theirs = Self.mergeBase
+                change.apply(true, &local)
+                serverChange.apply(false, &theirs)
+                theirs.revisionDate = serverNewer ? Self.at(20) : Self.at(5)
+                let merge = local.merged(base: Self.mergeBase, current: theirs, parts: .resolution)
+                let parts = merge.conflicts.isEmpty ? MergedParts(local: merge.changedHere, server: merge.takenFromCurrent) : nil
+                let latest = try local.encrypt(userKey: Self.key, random: SeededRandomSource(seed: 11))
+                let server = try theirs.encrypt(userKey: Self.key, random: SeededRandomSource(seed: 12))
+                let decide = { (merge: MergedParts?) in
+                    UpdateDecision.decide(latest: latest, base: Self.at(0), localUpdatedAt: Self.at(10), passwordChanges: 0,
+                                          server: server, softConflictThreshold: 4, merge: merge)
+                }
+                let matrix = decide(nil)
+                let context = "local \(change.label) × server \(serverChange.label), server \(serverNewer ? "newer" : "older")"
+                #expect(matrix == (serverNewer ? .keepServer(reason: Self.reason(of: matrix)) : .pushLocal(backupServer: true, reason: Self.reason(of: matrix))),
+                        "\(context)")
+                if change.part == serverChange.part {
+                    #expect(merge.conflicts == [change.part], "\(context)")
+                    #expect(decide(parts) == matrix, "\(context): the matrix, as without merging")
+                } else {
+                    #expect(merge.conflicts.isEmpty, "\(context)")
+                    guard case .merged(let taken, let backupServer, _) = decide(parts) else {
+                        Issue.record("\(context): not merged: \(decide(parts))")
+                        continue
+                    }
+                    #expect(!backupServer, "\(context)")
+                    #expect(taken.local == [change.part] && taken.server == [serverChange.part], "\(context): \(taken)")
+                    #expect(change.holds(true, merge.merged), "\(context): the local value is in the merged item")
+                    #expect(serverChange.holds(false, merge.merged), "\(context): the server's value is in the merged item")
+                    #expect(merge.merged.revisionDate == theirs.revisionDate, "\(context)")
+                    for untouched in Self.partChanges where untouched.part != change.part && untouched.part != serverChange.part {
+                        #expect(!untouched.holds(true, merge.merged) && !untouched.holds(false, merge.merged),
+                                "\(context): \(untouched.label) keeps the base's value")
+                    }
+                }
+            }
+        }
+    }
+
+    static func reason(of decision: UpdateDecision) -> String {
+        switch decision {
+        case .alreadyApplied: ""
+        case .pushLocal(_, let reason), .keepServer(let reason), .merged(_, _, let reason): reason
+        }
+    }
+
+    /// A soft conflict (four offline password changes) merged with another device's change of
+    /// other parts still backs up the server copy first, as when the server is unchanged; a
+    /// create chain never does.
+    @Test func merged_withFourPasswordChanges_keepsTheSoftConflictBackup() throws {
+        let latest = Self.cipher("local", revision: Self.at(0), seed: 1)
+        let server = Self.cipher("server", revision: Self.at(5), seed: 2)
+        let parts = MergedParts(local: ["credential"], server: ["name"])
+        let decide = { (createChain: Bool) in
+            UpdateDecision.decide(latest: latest, base: Self.at(0), localUpdatedAt: Self.at(10), passwordChanges: 4, server: server,
+                                  softConflictThreshold: 4, createChain: createChain, merge: parts)
+        }
+        guard case .merged(parts, backupServer: true, _) = decide(false) else { Issue.record("\(decide(false))"); return }
+        guard case .merged(parts, backupServer: false, _) = decide(true) else { Issue.record("\(decide(true))"); return }
     }
 
     @Test func backupName_usesUTCTimestampOfTheLosingSide() throws {

@@ -347,6 +347,32 @@ struct XorShift {
         #expect(VaultEvent.operationSummary(header: header, plaintext: other, placeholder: Cipher(type: .login)) == nil)
     }
 
+    /// A first edit's body carries its base (`{"at":…,"base":{…},…}`): the fold's reader skips it
+    /// in a whole body (the same fields as the decoder, the cipher where it is), and leaves a
+    /// body read from its ends alone to be read whole (the base does not fit in the head).
+    @Test(arguments: [true, false])
+    func bodyWithABase_isReadWhole_withTheDecodersFields(withRevision: Bool) throws {
+        let h = try Harness()
+        let cipher = try Harness.login("item \"quoted\" {braces}", password: "pw").encrypt(userKey: h.userKey)
+        var base = try Harness.login("base \"}{\" \\", password: "pw-0").encrypt(userKey: h.userKey)
+        base.revisionDate = try BitwardenDate("2026-01-01T00:00:00.1234567Z")
+        let body = OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: withRevision ? base.revisionDate : nil,
+                                 at: try BitwardenDate("2026-02-03T04:05:06.7000000Z"), base: base)
+        let plaintext = try VaultEvent.encode(.operation(body))
+        #expect(String(decoding: plaintext.prefix(50), as: UTF8.self).contains(",\"base\":{"))
+        let header = EventHeader(sequence: 7, userId: "u", cipherId: "c", eventType: VaultEventType.updated.rawValue, recordedAtMillis: 0)
+        let full = try #require(try VaultEvent(header: header, plaintext: plaintext).operation)
+        #expect(full == body)
+        let fields = try #require(VaultEvent.operationFields(plaintext))
+        #expect(fields.at == full.at && fields.baseRevisionDate == full.baseRevisionDate && fields.passwordChanged)
+        #expect(try JSONTapeDecoder().decode(Cipher.self, from: plaintext[fields.cipher]) == cipher)
+        let ends = plaintext.withUnsafeBytes { p in
+            VaultEvent.operationFields(head: UnsafeRawBufferPointer(rebasing: p[..<128]),
+                                       tail: UnsafeRawBufferPointer(rebasing: p[(p.count - 40)...]), count: p.count)
+        }
+        #expect(ends == nil)
+    }
+
     /// The fold decrypts only the two ends of an operation's body: the fields read from the
     /// first 128 bytes and the last 32 to 47 (what a 3-block tail leaves after its padding) are
     /// the ones read from the whole body, for every shape the encoder writes, dates with an

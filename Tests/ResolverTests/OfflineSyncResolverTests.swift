@@ -111,6 +111,38 @@ import VaultModel
         #expect(try h.local(view.id!)?.login?.password == "other-device")
     }
 
+    /// Another device renamed the item, this device changed its password offline: different
+    /// parts, so the server gets one item with both (no backup), the report and the record say
+    /// it was merged and which parts came from each side; with merging off, the matrix.
+    @Test(arguments: [true, false])
+    func processPendingChanges_update_otherDeviceChangedOtherParts(merging: Bool) async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        _ = try h.anotherDeviceEdits(view.id!) { $0.name = "Bank (joint)" }
+        try await h.editOffline(view, password: "mine")
+        let report = try await h.resolver { $0.mergesDisjointChanges = merging }.processPendingChanges(userId: h.userId)
+        let records = try h.store.resolutionRecords(userId: h.userId, after: 0)
+        if merging {
+            #expect(report.items.map(\.outcome) == [.merged])
+            #expect(report.items.first?.backupIds == [])
+            let items = try h.serverItems()
+            #expect(items.map(\.name) == ["Bank (joint)"])
+            #expect(items.map { $0.login?.password } == ["mine"])
+            #expect(items.first?.passwordHistory?.compactMap(\.password) == ["pw-0"])
+            #expect(try h.local(view.id!)?.name == "Bank (joint)")
+            #expect(records.map(\.kind) == [.merged(MergedParts(local: ["credential"], server: ["name"]))])
+            #expect(records.first?.isConflict == true && records.first?.sideKept == nil)
+        } else {
+            #expect(report.items.map(\.outcome) == [.localKept])
+            let items = try h.serverItems()
+            #expect(items.filter { $0.name == "Bank" }.map { $0.login?.password } == ["mine"])
+            #expect(items.filter { ($0.name ?? "").hasPrefix("Bank (joint) - ") }.map { $0.login?.password } == ["pw-0"])
+            #expect(items.count == 2)
+            #expect(records.map(\.kind) == [.serverVersionBackedUp, .pushed])
+        }
+        #expect(try h.pendingCount() == 0)
+    }
+
     @Test func processPendingChanges_update_softConflict() async throws {
         let h = try await H.make()
         var view = try await h.seedSynced("Bank")

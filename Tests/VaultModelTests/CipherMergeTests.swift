@@ -105,4 +105,39 @@ import VaultCrypto
         theirs.notes = "same"
         #expect(mine.merged(base: base, current: theirs).conflicts.isEmpty)
     }
+
+    /// Custom fields merge by name: one save's field and the other's are different parts.
+    @Test func merge_customFieldsByName_differentFieldsAreNoConflict() {
+        var base = Self.login()
+        base.fields = [FieldView(type: .hidden, name: "PIN", value: "1"), FieldView(type: .text, name: "Door", value: "2")]
+        var mine = base
+        mine.fields?[0].value = "pin-mine"
+        var theirs = base
+        theirs.fields?[1].value = "door-theirs"
+        theirs.fields?.append(FieldView(type: .text, name: "Floor", value: "3"))
+        let merge = mine.merged(base: base, current: theirs)
+        #expect(merge.conflicts.isEmpty)
+        #expect(merge.merged.fields?.map(\.value) == ["pin-mine", "door-theirs", "3"])
+        var both = base
+        both.fields?[0].value = "pin-theirs"
+        #expect(mine.merged(base: base, current: both).conflicts == ["field:PIN"])
+    }
+
+    /// The resolver's parts: username, password and TOTP are one part (the credential), and a
+    /// password both changed is a conflict there.
+    @Test func merge_resolutionParts_groupTheCredential() {
+        let base = Self.login()
+        var mine = base
+        mine.login?.password = "pw-mine"
+        var theirs = base
+        theirs.login?.username = "bob"
+        #expect(mine.merged(base: base, current: theirs).conflicts.isEmpty)
+        #expect(mine.merged(base: base, current: theirs, parts: .resolution).conflicts == ["credential"])
+        theirs = base
+        theirs.name = "Bank (joint)"
+        let merge = mine.merged(base: base, current: theirs, parts: .resolution)
+        #expect(merge.conflicts.isEmpty)
+        #expect(merge.changedHere == ["credential"] && merge.takenFromCurrent == ["name"])
+        #expect(merge.merged.name == "Bank (joint)" && merge.merged.login?.password == "pw-mine")
+    }
 }

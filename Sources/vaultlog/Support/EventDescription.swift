@@ -143,6 +143,10 @@ struct EventRecord: Encodable {
             return "deleted permanently offline" + base + ":" + item
         case .pushed:
             guard let out else { return "local version pushed to the server" }
+            if let merged = out.merged {
+                return "merged with another device's change and pushed" + (out.serverId.map { " as \($0)" } ?? "")
+                    + " (this device: \(merged.local.joined(separator: ", ")); the server: \(merged.server.joined(separator: ", ")))"
+            }
             return "local version pushed to the server" + (out.serverId.map { " as \($0)" } ?? "")
                 + (out.revisionDate.map { ", new server revision \($0.text)" } ?? "") + why
         case .idMapped:
