@@ -134,15 +134,6 @@ extension BitwardenClient {
             ("Device-Type", String(configuration.deviceType)),
             ("Bitwarden-Client-Name", configuration.clientId),
         ], timeout: configuration.timeout)
-        do {
-            return try await transport.send(request)
-        } catch let failure as HTTPTransportFailure {
-            if Task.isCancelled { throw CancellationError() }
-            throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(failure.message)",
-                                    route: route, requestMayHaveArrived: failure.requestMayHaveArrived)
-        } catch {
-            if error is CancellationError || Task.isCancelled { throw CancellationError() }
-            throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(error)", route: route)
-        }
+        return try await send(request, route: route)
     }
 }

@@ -256,19 +256,7 @@ public final class BitwardenClient: CipherServer, Sendable {
             if body != nil { headers.append(("Content-Type", contentType)) }
             let request = HTTPTransportRequest(method: method, url: requestURL, headers: headers, body: body,
                                                timeout: configuration.timeout)
-            let response: HTTPTransportResponse
-            do {
-                response = try await transport.send(request)
-            } catch let failure as HTTPTransportFailure {
-                // Cut by the caller's cancellation: not an outage, and not worth a retry.
-                if Task.isCancelled { throw CancellationError() }
-                throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(failure.message)",
-                                        route: route, requestMayHaveArrived: failure.requestMayHaveArrived)
-            } catch {
-                if error is CancellationError || Task.isCancelled { throw CancellationError() }
-                // A transport that breaks its contract; whether the request left is unknown.
-                throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(error)", route: route)
-            }
+            let response = try await send(request, route: route)
             let status = response.status
             let data = response.body
             if (200..<300).contains(status) { return data }
@@ -341,4 +329,24 @@ public final class BitwardenClient: CipherServer, Sendable {
         return tokens
     }
 
+}
+
+extension BitwardenClient {
+    /// Sends `request` through the transport; a transport failure becomes
+    /// ``BitwardenAPIError/Kind/unavailable`` (saying whether the request may have arrived), a
+    /// cut by the caller's cancellation `CancellationError`.
+    func send(_ request: HTTPTransportRequest, route: String) async throws -> HTTPTransportResponse {
+        do {
+            return try await transport.send(request)
+        } catch let failure as HTTPTransportFailure {
+            // Cut by the caller's cancellation: not an outage, and not worth a retry.
+            if Task.isCancelled { throw CancellationError() }
+            throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(failure.message)",
+                                    route: route, requestMayHaveArrived: failure.requestMayHaveArrived)
+        } catch {
+            if error is CancellationError || Task.isCancelled { throw CancellationError() }
+            // A transport that breaks its contract; whether the request left is unknown.
+            throw BitwardenAPIError(kind: .unavailable, status: nil, message: "cannot reach the server: \(error)", route: route)
+        }
+    }
 }

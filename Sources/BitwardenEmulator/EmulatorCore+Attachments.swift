@@ -167,16 +167,23 @@ extension EmulatorCore {
         }
     }
 
+    /// The form of an upload and its `data` part (the file), or the 400 that names what is missing.
+    func multipartFile(_ request: EmulatorRequest) -> Result<(MultipartForm, MultipartForm.Part), EmulatorResponse> {
+        multipart(request).flatMap { form in
+            guard let data = form.part("data") else {
+                return .failure(ErrorBodies.error(flavor, status: 400, message: "Invalid content: the multipart body has no 'data' part (the file)."))
+            }
+            return .success((form, data))
+        }
+    }
+
     /// `POST /api/ciphers/{id}/attachment/{attachmentId}`: the file of an announced attachment
     /// (field `data`). No further revision bump: the announcement made it.
     func uploadAttachment(_ id: String, attachmentId: String, _ request: EmulatorRequest, userId: String) -> EmulatorResponse {
-        let form: MultipartForm
-        switch multipart(request) {
-        case .success(let f): form = f
+        let data: MultipartForm.Part
+        switch multipartFile(request) {
+        case .success(let upload): data = upload.1
         case .failure(let response): return response
-        }
-        guard let data = form.part("data") else {
-            return ErrorBodies.error(flavor, status: 400, message: "Invalid content: the multipart body has no 'data' part (the file).")
         }
         if data.body.count > configuration.maximumAttachmentBytes { return tooLargeUpload(data.body.count) }
         return withLock { state in
@@ -214,13 +221,10 @@ extension EmulatorCore {
     /// `POST /api/ciphers/{id}/attachment`: the older one-step upload (`key` and `data`, the
     /// encrypted file name as `data`'s file name). Answers the cipher.
     func createAttachmentLegacy(_ id: String, _ request: EmulatorRequest, userId: String) -> EmulatorResponse {
-        let form: MultipartForm
-        switch multipart(request) {
-        case .success(let f): form = f
+        let form: MultipartForm, data: MultipartForm.Part
+        switch multipartFile(request) {
+        case .success(let upload): (form, data) = upload
         case .failure(let response): return response
-        }
-        guard let data = form.part("data") else {
-            return ErrorBodies.error(flavor, status: 400, message: "Invalid content: the multipart body has no 'data' part (the file).")
         }
         guard let fileName = data.fileName, !fileName.isEmpty else {
             return ErrorBodies.error(flavor, status: 400, message: "Invalid content: the 'data' part has no filename (the encrypted file name).")

@@ -77,7 +77,7 @@ struct ChainWalk {
             guard !lastChained, try reader.horizon(userId: userId) == 0 else {
                 throw EventLogError.chainBroken(userId: userId, sequence: end, reason: "the user's head record, which names the last event, is gone")
             }
-            if try reader.hasNoLog(userId: userId) { try noLog(reader) }
+            if try reader.firstSequence(userId: userId) == nil { try noLog(reader) }  // no head, no snapshot, no event
             return
         }
         if head.lastSequence > end {

@@ -48,6 +48,7 @@ extension VaultLogStore {
         try log.write { txn in
             var record = account
             if record.logMark == nil {
+                // An unreadable earlier record is what a new login replaces: no mark to keep.
                 record.logMark = try? storedAccount(userId: account.userId, in: txn.reader)?.logMark
             }
             try txn.put(accounts, key: Array(account.userId.utf8), value: try Self.encode(record))

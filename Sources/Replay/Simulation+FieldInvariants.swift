@@ -18,13 +18,9 @@ extension Simulation {
     static func fieldAndDeleteViolations(journal: [ScenarioJournalEntry], server: [String: [ScenarioItemExpectation]]) -> [String] {
         var violations: [String] = []
         let serverItems = server.values.flatMap { $0 }
-        let byRef = Dictionary(grouping: journal.indices.filter { !journal[$0].ref.isEmpty }, by: { journal[$0].ref })
-        for (ref, positions) in byRef.sorted(by: { $0.key < $1.key }) {
-            let entries = positions.map { (position: $0, entry: journal[$0]) }
-            guard let name = entries.compactMap({ $0.entry.content?.name }).first else { continue }
+        forEachItem(journal: journal, server: server) { ref, entries, name, copies in
             let own = entries.filter { !$0.entry.action.isAnotherDevice }
             let other = entries.filter { $0.entry.action.isAnotherDevice }
-            let copies = serverItems.filter { $0.name == name || ($0.name ?? "").hasPrefix(name + " - ") }
 
             // 3: a pending delete that met another device's change is dropped.
             if let last = own.last?.entry, last.action == .delete || last.action == .softDelete, last.offline,
@@ -94,12 +90,7 @@ extension Simulation {
     /// out-of-date check lets a save based on that copy through.
     static func otherDeviceFieldViolations(journal: [ScenarioJournalEntry], server: [String: [ScenarioItemExpectation]]) -> [String] {
         var violations: [String] = []
-        let serverItems = server.values.flatMap { $0 }
-        let byRef = Dictionary(grouping: journal.indices.filter { !journal[$0].ref.isEmpty }, by: { journal[$0].ref })
-        for (ref, positions) in byRef.sorted(by: { $0.key < $1.key }) {
-            let entries = positions.map { (position: $0, entry: journal[$0]) }
-            guard let name = entries.compactMap({ $0.entry.content?.name }).first else { continue }
-            let copies = serverItems.filter { $0.name == name || ($0.name ?? "").hasPrefix(name + " - ") }
+        forEachItem(journal: journal, server: server) { ref, entries, name, copies in
             // An edit whose revision is within a second of the copy it replaced (the simulated
             // clock had not moved) passes a server's out-of-date check for a save based on that
             // copy (Bitwarden tolerates a second): the save goes straight over it. Not followed.
@@ -151,6 +142,21 @@ extension Simulation {
             case .username: item.username == value
             case .folder: item.folder == value
             }
+        }
+    }
+
+    /// Each item of the journal (by its ref, in ref order) that has a name: its entries with
+    /// their positions, its name, and the server's items that are it or a copy of it (a backup
+    /// or overflow copy, named after it).
+    static func forEachItem(journal: [ScenarioJournalEntry], server: [String: [ScenarioItemExpectation]],
+                            _ body: (_ ref: String, _ entries: [(position: Int, entry: ScenarioJournalEntry)], _ name: String,
+                                     _ copies: [ScenarioItemExpectation]) -> Void) {
+        let serverItems = server.values.flatMap { $0 }
+        let byRef = Dictionary(grouping: journal.indices.filter { !journal[$0].ref.isEmpty }, by: { journal[$0].ref })
+        for (ref, positions) in byRef.sorted(by: { $0.key < $1.key }) {
+            let entries = positions.map { (position: $0, entry: journal[$0]) }
+            guard let name = entries.compactMap({ $0.entry.content?.name }).first else { continue }
+            body(ref, entries, name, serverItems.filter { $0.name == name || ($0.name ?? "").hasPrefix(name + " - ") })
         }
     }
 }
