@@ -67,8 +67,10 @@ public struct Envelope: Sendable {
         try parseHeader(raw: b, userId: nil)
     }
 
-    /// ``parseHeader(raw:)``; a user id equal to `expected` is returned as that string.
-    static func parseHeader(raw b: UnsafeRawBufferPointer, userId expected: String?) throws -> (header: EventHeader, length: Int) {
+    /// ``parseHeader(raw:)``; a user id equal to `expected` is returned as that string, and a
+    /// cipher id among `knownIds` as that one (``KnownIds``: no new string).
+    static func parseHeader(raw b: UnsafeRawBufferPointer, userId expected: String?,
+                            knownIds: KnownIds? = nil) throws -> (header: EventHeader, length: Int) {
         guard b.count >= fixedHeaderBytes + 2 else {
             throw EnvelopeError.malformed(sequence: nil, reason: "only \(b.count) bytes")
         }
@@ -85,7 +87,7 @@ public struct Envelope: Sendable {
         let recordedAt = Int64(bitPattern: readBE(b, at: 10, as: UInt64.self))
         let eventType = readBE(b, at: 18, as: UInt16.self)
         var offset = fixedHeaderBytes
-        func readId(_ what: String, expected: String? = nil) throws -> String {
+        func readId(_ what: String, expected: String? = nil, known: KnownIds? = nil) throws -> String {
             guard offset < headerLength else { throw EnvelopeError.malformed(sequence: sequence, reason: "\(what) length missing") }
             let length = Int(b[offset])
             offset += 1
@@ -98,6 +100,10 @@ public struct Envelope: Sendable {
                 offset += length
                 return expected
             }
+            if let id = known?.id(matching: bytes) {
+                offset += length
+                return id
+            }
             guard let id = utf8String(bytes) else {
                 throw EnvelopeError.malformed(sequence: sequence, reason: "\(what) is not UTF-8")
             }
@@ -105,7 +111,7 @@ public struct Envelope: Sendable {
             return id
         }
         let userId = try readId("user id", expected: expected)
-        let cipherId = try readId("cipher id")
+        let cipherId = try readId("cipher id", known: knownIds)
         var previousMAC: ChainMAC?
         if version >= chainedFormatVersion {
             guard headerLength - offset >= macBytes else {
@@ -117,9 +123,9 @@ public struct Envelope: Sendable {
         guard offset == headerLength else {
             throw EnvelopeError.malformed(sequence: sequence, reason: "header length \(headerLength) does not match its fields (\(offset))")
         }
-        let header = EventHeader(formatVersion: version, sequence: sequence, userId: userId, cipherId: cipherId,
-                                 eventType: eventType, recordedAtMillis: recordedAt, chainMAC: previousMAC)
-        return (header, headerLength)
+        // Made in the return: a header bound to a name first was copied and destroyed per call.
+        return (EventHeader(formatVersion: version, sequence: sequence, userId: userId, cipherId: cipherId,
+                            eventType: eventType, recordedAtMillis: recordedAt, chainMAC: previousMAC), headerLength)
     }
 
     /// The user id and cipher id bytes of a stored header, without copying them (valid while

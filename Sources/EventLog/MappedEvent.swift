@@ -38,9 +38,10 @@ struct MappedEvent: @unchecked Sendable {
     }
 
     /// ``authenticate(userId:key:)`` with the stored MAC, the value the user's next event chains onto.
-    func authenticateWithMAC(userId: String, key: SealingKey) throws
+    /// `knownIds`: cipher ids the header may reuse (``KnownIds``).
+    func authenticateWithMAC(userId: String, key: SealingKey, knownIds: KnownIds? = nil) throws
         -> (header: EventHeader, mac: ChainMAC, body: Result<AuthenticatedBody, EnvelopeError>) {
-        let (header, headerLength) = try Envelope.parseHeader(raw: raw, userId: userId)
+        let (header, headerLength) = try Envelope.parseHeader(raw: raw, userId: userId, knownIds: knownIds)
         try LogReader.checkIndexed(header, sequence: sequence, userId: userId)
         try Envelope.checkBody(count: raw.count, headerLength: headerLength, sequence: sequence)
         let mac = Envelope.storedMAC(raw: raw, headerLength: headerLength)
@@ -116,10 +117,10 @@ package struct EventInPlace: ~Copyable {
     /// The authenticated body, or why not (nil when the header is not readable).
     private let body: Result<AuthenticatedBody, EnvelopeError>?
 
-    init(_ mapped: MappedEvent, userId: String, key: SealingKey) {
+    init(_ mapped: MappedEvent, userId: String, key: SealingKey, knownIds: KnownIds?) {
         sequence = mapped.sequence
         do {
-            let (header, mac, body) = try mapped.authenticateWithMAC(userId: userId, key: key)
+            let (header, mac, body) = try mapped.authenticateWithMAC(userId: userId, key: key, knownIds: knownIds)
             self.header = .success(header)
             chainValue = mac
             self.body = body
@@ -202,6 +203,8 @@ extension LogReader {
     /// leaves the call, so no view into the map outlives it. Batches of `parallelThreshold`
     /// events or more are spread over the cores; each thread keeps one block decryptor for its
     /// events (`transform`'s inout argument). The next event is prefetched while one is opened.
+    /// `knownIds`: cipher ids the headers reuse instead of making their own strings (a fold
+    /// passes its previous batch's).
     ///
     /// ```swift
     /// let sizes = try store.read { reader in
@@ -211,12 +214,13 @@ extension LogReader {
     /// }
     /// ```
     package func mapEventsInPlace<T: Sendable>(userId: String, after: UInt64, limit: Int, key: SealingKey, parallelThreshold: Int,
+                                               knownIds: KnownIds? = nil,
                                                _ transform: @Sendable (borrowing EventInPlace, inout KeyedAESCBC.BlockDecryptor?) -> T) throws -> [T] {
         let mapped = try mappedEvents(userId: userId, after: after, limit: limit)
         return parallelMap(count: mapped.count, threshold: parallelThreshold, state: { KeyedAESCBC.BlockDecryptor?.none }) { i, decryptor in
             // The next event loads while this one's MAC is computed.
             if i + 1 < mapped.count { mapped[i + 1].prefetch() }
-            return transform(EventInPlace(mapped[i], userId: userId, key: key), &decryptor)
+            return transform(EventInPlace(mapped[i], userId: userId, key: key, knownIds: knownIds), &decryptor)
         }
     }
 }

@@ -57,12 +57,18 @@ struct ChainWalk {
     /// Checks that the event of `header` chains onto the tip and moves on to it. `mac`: its
     /// stored MAC; `authenticated`: whether that MAC matched.
     mutating func step(_ header: EventHeader, mac: ChainMAC?, authenticated: Bool) throws {
-        if authenticated, let tip, let previous = header.chainMAC, previous != tip {
-            throw EventLogError.chainBroken(userId: userId, sequence: header.sequence, reason:
+        try step(sequence: header.sequence, previous: header.chainMAC, mac: mac, authenticated: authenticated)
+    }
+
+    /// ``step(_:mac:authenticated:)`` with the two fields of the header it reads (a fold passes
+    /// them without copying the header, strings and all).
+    mutating func step(sequence: UInt64, previous chainMAC: ChainMAC?, mac: ChainMAC?, authenticated: Bool) throws {
+        if authenticated, let tip, let previous = chainMAC, previous != tip {
+            throw EventLogError.chainBroken(userId: userId, sequence: sequence, reason:
                 "it does not follow the user's event before it in the log (an event between them was removed, or this one was moved or put back)")
         }
         tip = authenticated ? mac : nil
-        lastChained = header.chainMAC != nil
+        lastChained = chainMAC != nil
     }
 
     /// Checks, where a fold of events up to `bound` ended (at the user's event `end`), that the log ends

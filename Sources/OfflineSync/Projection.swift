@@ -271,12 +271,12 @@ public struct Projection: Codable, Sendable, Equatable {
     /// Folds an operation whose body was read without its cipher (the lazy fold): everything
     /// ``apply(_:)`` does but the latest snapshot, which stays the placeholder, marked
     /// ``PendingChange/latestIsInLog`` for the fold to read at its end.
-    mutating func applyOperationFields(_ header: EventHeader, type: VaultEventType, passwordChanged: Bool,
+    mutating func applyOperationFields(sequence: UInt64, cipherId: String, type: VaultEventType, passwordChanged: Bool,
                                        baseRevisionDate: BitwardenDate?, at: BitwardenDate) {
-        precondition(header.sequence > lastSequence, "events fold in sequence order")
-        lastSequence = header.sequence
-        guard !isQuarantined(header.cipherId) else { return }
-        applyOperation(type, sequence: header.sequence, cipherId: header.cipherId, passwordChanged: passwordChanged,
+        precondition(sequence > lastSequence, "events fold in sequence order")
+        lastSequence = sequence
+        guard !isQuarantined(cipherId) else { return }
+        applyOperation(type, sequence: sequence, cipherId: cipherId, passwordChanged: passwordChanged,
                        baseRevisionDate: baseRevisionDate, at: at)
     }
 

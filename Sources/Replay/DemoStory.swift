@@ -4,8 +4,8 @@ import VaultCrypto
 import VaultModel
 
 /// The story `vaultlog demo` tells: a user syncs, goes offline, edits (a new item, seven
-/// password changes, a conflict each way, a trash move and a permanent delete) while "another
-/// device" edits too, comes back and syncs. Written as a ``Scenario`` so the same story runs
+/// password changes, a conflict each way, a note edit the phone's favourite flag merges with, a
+/// trash move and a permanent delete) while "another device" edits too, comes back and syncs. Written as a ``Scenario`` so the same story runs
 /// against the embedded emulator, any Bitwarden-compatible server, and as a fixture.
 public enum DemoStory {
     /// The scenario for `user` (against a real server its account must exist).
@@ -32,6 +32,11 @@ public enum DemoStory {
             steps += [step(.advance, seconds: 60), step(.update, ref: "bank", item: ScenarioItem(password: "bank-\(n)"))]
         }
         steps += [
+            // Different parts of one item on each side: merged, no backup.
+            step(.advance, seconds: 60),
+            step(.update, ref: "recipes", item: ScenarioItem(notes: "pancakes: 2 eggs, 250 ml milk")),
+            step(.advance, seconds: 60),
+            step(.anotherDeviceFavorite, ref: "recipes"),
             step(.advance, seconds: 60),
             step(.softDelete, ref: "forum"),
             step(.advance, seconds: 60),
@@ -62,6 +67,7 @@ public enum DemoStory {
                 ScenarioServerItem(ref: "bank", item: ScenarioItem(name: "VaultLog demo: Bank", username: "me", password: "bank-0")),
                 ScenarioServerItem(ref: "streaming", item: ScenarioItem(name: "VaultLog demo: Streaming", username: "me", password: "stream-0")),
                 ScenarioServerItem(ref: "forum", item: ScenarioItem(name: "VaultLog demo: Old forum", username: "me", password: "forum-0")),
+                ScenarioServerItem(ref: "recipes", item: ScenarioItem(type: "secureNote", name: "VaultLog demo: Recipes", notes: "pancakes: 1 egg")),
                 ScenarioServerItem(ref: "wifi", item: ScenarioItem(type: "secureNote", name: "VaultLog demo: Wi-Fi", notes: "guest network key")),
             ],
             steps: steps,
@@ -71,6 +77,7 @@ public enum DemoStory {
                     "email": ["backupCreated", "serverCopyKept", "resolved"],
                     "streaming": ["backupCreated", "pushed", "resolved"],
                     "bank": ["backupCreated", "backupCreated", "pushed", "resolved"],
+                    "recipes": ["pushed", "resolved"],
                     "forum": ["deleteApplied", "resolved"],
                     "wifi": ["deleteApplied", "resolved"],
                 ],
@@ -85,6 +92,7 @@ public enum DemoStory {
                                             passwordHistory: ["bank-6", "bank-5", "bank-4", "bank-3", "bank-2"]),
                     bankBackup,
                     ScenarioItemExpectation(namePrefix: "VaultLog demo: Bank - offline passwords", passwordHistory: ["bank-1"]),
+                    ScenarioItemExpectation(name: "VaultLog demo: Recipes", notes: "pancakes: 2 eggs, 250 ml milk", favorite: true),
                     ScenarioItemExpectation(name: "VaultLog demo: Old forum", deleted: true),
                 ]],
                 syncResults: ["applied", "applied"]))
@@ -97,10 +105,11 @@ public enum DemoStory {
                       "bank": "\"Bank\": seven password changes offline",
                       "email": "\"Email\": edited here, then on the phone",
                       "streaming": "\"Streaming\": edited on the phone, then here",
+                      "recipes": "\"Recipes\": notes edited here, marked a favourite on the phone",
                       "forum": "\"Old forum\": moved to the trash offline",
                       "wifi": "\"Wi-Fi\": permanently deleted offline"]
         var lines: [String] = []
-        for ref in ["note", "bank", "email", "streaming", "forum", "wifi"] {
+        for ref in ["note", "bank", "email", "streaming", "recipes", "forum", "wifi"] {
             let ids = Set(outcome.itemIds[ref] ?? [])
             lines.append("• \(titles[ref]!)")
             for event in try store.events(userId: userId) where ids.contains(event.cipherId) && !event.type.isOperation {
@@ -116,7 +125,7 @@ public enum DemoStory {
                     text = "the server's copy was backed up as \(backupName) before being replaced (\(body.reason ?? ""))"
                 case .backupCreated: text = "your offline version lost and was kept as \(backupName) (\(body.reason ?? ""))"
                 case .pushed where body.merged != nil:
-                    text = "merged with the phone's change of other parts (\(body.merged?.server.joined(separator: ", ") ?? "")): both are on the server"
+                    text = "merged: your change (\(body.merged?.local.joined(separator: ", ") ?? "")) and the phone's (\(body.merged?.server.joined(separator: ", ") ?? "")) touch different parts, so one item on the server holds both; no backup"
                 case .pushed: text = "your version is on the server"
                 case .serverCopyKept: text = "the phone's newer version stays active"
                 case .deleteApplied: text = "deleted on the server (\(body.reason ?? ""))"

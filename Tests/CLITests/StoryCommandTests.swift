@@ -20,6 +20,7 @@ import VaultLogTestSupport
         #expect(result.stdout.contains("The log is in \(store)"))
         #expect(result.stdout.contains("was backed up as \"VaultLog demo: Bank - 2026-01-01 00:00:00\""))
         #expect(result.stdout.contains("offline passwords the 5-entry history could not hold"))
+        #expect(result.stdout.contains("merged: your change (notes) and the phone's (favorite) touch different parts"))
         #expect(result.stdout.contains("Pending now: 0."))
         #expect(result.stdout.contains("Every expectation of the story held"))
         // The log it leaves verifies with the account's password, as the printed commands say.
