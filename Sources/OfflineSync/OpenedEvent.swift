@@ -24,6 +24,8 @@ struct OpenedEvent: FoldedEvent {
     /// Its stored MAC (the chain value the user's next event names), and whether it matched.
     let chainValue: ChainMAC?
     let authenticated: Bool
+    /// ``opened`` is ``Opened/notAnEvent(_:)`` (read without copying the payload).
+    let isNotAnEvent: Bool
 
     /// Opens `event`, lent by ``EventLog/LogReader/mapEventsInPlace(userId:after:limit:key:parallelThreshold:_:)``,
     /// as an event of `userId`. Not throwing (a batch is opened on all cores into one array):
@@ -41,10 +43,13 @@ struct OpenedEvent: FoldedEvent {
         chainValue = event.chainValue
         authenticated = event.isAuthenticated
         switch event.header {
-        case .success(let header): self.header = header
+        case .success(let header):
+            self.header = header
+            isNotAnEvent = false
         case .failure(let error):
             header = EventHeader(sequence: event.sequence, userId: userId, cipherId: "", eventType: 0, recordedAtMillis: 0)
             opened = .notAnEvent(error)
+            isNotAnEvent = true
             return
         }
         do {

@@ -144,7 +144,11 @@ extension VaultLogStore {
             try foldBatches(into: &projection, userId: userId, upTo: sequence, key: key, deferred: &deferred, walk: &walk,
                             read: { [self] after, previous in
                                 // The previous batch's ids, for this batch's headers to reuse.
-                                let knownIds = previous.map { batch in KnownIds(batch.lazy.map { $0.header.cipherId }) }
+                                let knownIds = previous.map { batch in
+                                    var ids = KnownIds(capacity: batch.count)
+                                    for i in batch.indices { ids.insert(batch[i].header.cipherId) }
+                                    return ids
+                                }
                                 return try readOpenedBatch(userId: userId, after: after, key: key, knownIds: knownIds)
                             },
                             apply: { [self] batch, projection, walk in try applyOpened(batch, to: &projection, walk: &walk) })
@@ -228,10 +232,8 @@ extension VaultLogStore {
                                                     parallelThreshold: 256, knownIds: knownIds) { event, decryptor in
                 OpenedEvent(event, userId: userId, decryptor: &decryptor)
             }
-            // By index: `for event in batch` copied every event (and released the copy).
-            for i in batch.indices {
-                if case .notAnEvent(let error) = batch[i].opened { throw error }
-            }
+            // By a flag: `for event in batch` copied every event, matching `opened` its payload.
+            if let i = batch.firstIndex(where: \.isNotAnEvent), case .notAnEvent(let error) = batch[i].opened { throw error }
             return batch
         }
     }
