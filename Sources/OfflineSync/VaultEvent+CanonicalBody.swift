@@ -138,6 +138,9 @@ extension VaultEvent {
         var cipher: Range<Int>
     }
 
+    /// The bytes a save seals for `body` (``encode(_:)``): for the benchmark's parts of a save.
+    @_spi(Tools) public static func storedBody(_ body: Body) throws -> [UInt8] { try encode(body) }
+
     /// Encodes a body for appending.
     static func encode(_ body: Body) throws -> [UInt8] {
         switch body {
