@@ -13,6 +13,7 @@ import VaultModel
 /// Contenders interleave round by round; the value is saves per second over all threads. A
 /// third contender, the same store with the leader's wait for announced saves turned off
 /// (`groupGatherLimit = 0`), shows what that wait gives (`no_gather_*` in the figure's extras).
+/// Then two processes saving into one store against one (``runTwoProcessSaves(quick:results:)``).
 func runConcurrencyBench(quick: Bool, results: Results) throws {
     let writers = 8
     let savesPerWriter = quick ? 40 : 150
@@ -84,6 +85,7 @@ func runConcurrencyBench(quick: Bool, results: Results) throws {
                                    "no_gather_ops_s": json(stats["vaultlog_no_gather"]!.median),
                                    "no_gather_ratio": json(stats["vaultlog_no_gather"]!.median / s.median)]))
     }
+    try runTwoProcessSaves(quick: quick, results: results)
 }
 
 /// Runs `saves` calls of `save(writer, i)` on each of `writers` threads of their own, all

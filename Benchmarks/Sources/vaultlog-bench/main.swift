@@ -113,6 +113,8 @@ case "profile-save":
     }
 case "profile-fold":
     try runProfileFold(arguments: Array(arguments.dropFirst()))
+case "save-worker":
+    try runSaveWorker(arguments: Array(arguments.dropFirst()))
 case "breakdown":
     try runBreakdownBench(arguments: Array(arguments.dropFirst()))
 case "resolver":
@@ -124,6 +126,7 @@ default:
                vaultlog-bench breakdown [--events N]
                vaultlog-bench profile-fold DIR [--events N] [--headers | --floor [--mac]] [--rounds R]
                vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
+               vaultlog-bench save-worker DIR --key BASE64 --user ID --worker W --saves N   (the concurrency group's child process)
 
         """.utf8))
     exit(2)
