@@ -47,6 +47,13 @@ public final class VaultLogStore: Sendable {
     /// a lock file in the store's directory, with other processes.
     let resolutionGate: ResolutionGate
 
+    /// Passes through the resolution gate of `userId` with nothing to do (its in-process wait
+    /// and its lock file, as a resolution's run takes and gives back): what the gate costs a run,
+    /// for the benchmark.
+    @_spi(Tools) public func passThroughResolutionGate(userId: String) async throws {
+        try await resolutionGate.run(userId: userId, settle: ResolverOptions().settleAfterInterruptedRun) { _ in }
+    }
+
     /// Opens (creating if needed) the store at `path`.
     public init(path: String, options: VaultLogStoreOptions = VaultLogStoreOptions()) throws {
         var logOptions = options.eventLog

@@ -45,6 +45,7 @@ func runResolverGroup(quick: Bool, results: Results) async throws {
     let serve = vaultlogBinary()
     progress("resolver: \(rounds) rounds of \(items) updates and \(items) creates, \(latencyMs) ms latency, concurrency 1 vs \(concurrency), emulator in process and in `\(serve)`, client on URLSession and (against the separate server) on AsyncHTTPClient")
     let setups: [(external: Bool, transport: BenchTransport)] = [(false, .urlSession), (true, .urlSession), (true, .asyncHTTPClient)]
+    var updatesRun: Double?
     for (external, transport) in setups {
         for creates in [false, true] {
             var cpu: [String: [ResolveRun]] = [:]
@@ -62,6 +63,7 @@ func runResolverGroup(quick: Bool, results: Results) async throws {
             ])
             let serial = stats["serial"]!, concurrent = stats["concurrent"]!
             let kind = creates ? "creates" : "updates"
+            if !external, !creates { updatesRun = concurrent.median }
             // Items per second, so "higher is better" as in the other groups; the ratio is the speed-up.
             let rate = Stats(values: concurrent.values.map { Double(items) / $0 })
             let serialRate = Stats(values: serial.values.map { Double(items) / $0 })
@@ -85,6 +87,31 @@ func runResolverGroup(quick: Bool, results: Results) async throws {
                                unit: "items/s", value: rate, baseline: "concurrency_1", baselineValue: serialRate,
                                ratio: serial.median / concurrent.median, target: .ratioAtLeast(12), extra: extra))
         }
+    }
+    if let updatesRun { try await measureResolutionGate(against: updatesRun, items: items, results: results) }
+}
+
+/// What the resolution gate costs a run (its in-process wait and its lock file, taken and
+/// given back, with nothing pending), against the run of `resolver_updates` in process
+/// (`run` seconds for `items` updates): the median of 2,000 passes through it.
+private func measureResolutionGate(against run: Double, items: Int, results: Results) async throws {
+    let dir = NSTemporaryDirectory() + "/vaultlog-bench-gate-\(UUID().uuidString.prefix(8))"
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    do {
+        let store = try VaultLogStore(path: dir)
+        defer { store.close() }
+        var times: [Double] = []
+        for _ in 0..<2000 {
+            let t = ContinuousClock.now
+            try await store.passThroughResolutionGate(userId: "bench-user")
+            times.append(seconds(ContinuousClock.now - t))
+        }
+        let gate = percentile(times, 0.5)
+        results.add(Figure(group: "resolver", bench: "resolution_gate_cost", metric: "latency_p50", unit: "ms",
+                           value: Stats(values: [gate * 1000]), baseline: "resolver_updates_run", baselineValue: Stats(values: [run * 1000]),
+                           ratio: gate / run, target: .ratioAtMost(0.05),
+                           extra: ["items_per_run": "\(items)", "gate_p99_ms": json(percentile(times, 0.99) * 1000),
+                                   "share_of_one_item_ms": json(gate / (run / Double(items)))]))
     }
 }
 
