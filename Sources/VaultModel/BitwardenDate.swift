@@ -188,27 +188,50 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
     /// text ``formatCanonical(ticks:into:)`` writes for it); nil for anything else, which
     /// ``parse(_:)`` then reads or explains. The fold reads two dates per event: this is
     /// that path, with fixed positions and no string.
-    private static func parseCanonical(_ text: UnsafePointer<UInt8>) -> Int64? {
-        // yyyy-MM-ddTHH:mm:ss.fffffffZ
-        guard text[4] == UInt8(ascii: "-"), text[7] == UInt8(ascii: "-"), text[10] == UInt8(ascii: "T"),
-              text[13] == UInt8(ascii: ":"), text[16] == UInt8(ascii: ":"), text[19] == UInt8(ascii: "."),
-              text[27] == UInt8(ascii: "Z") else { return nil }
+    /// The ticks of `yyyy-MM-ddTHH:mm:ss.fffffffZ` at `text` (28 bytes), nil for any other text.
+    static func parseCanonical(_ text: UnsafePointer<UInt8>) -> Int64? {
+        // yyyy-MM-ddTHH:mm:ss.fffffffZ, read as four little-endian 8-byte words (the last one
+        // overlaps the third): bytes 0-7, 8-15, 16-23, 20-27. A fold reads two dates per
+        // event; byte by byte this was a tenth of its work outside the cipher.
+        let raw = UnsafeRawPointer(text)
+        let words = (raw.loadUnaligned(as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                     raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 20, as: UInt64.self))
+        // Per word: which bytes are digits (0xFF lanes), and the separators the others must be.
+        let digitLanes: (UInt64, UInt64, UInt64, UInt64) = (0x00FF_FF00_FFFF_FFFF, 0xFFFF_00FF_FF00_FFFF,
+                                                            0xFFFF_FFFF_00FF_FF00, 0x00FF_FFFF_FFFF_FFFF)
+        // "-" at 4 and 7; "T" at 10, ":" at 13; ":" at 16, "." at 19; "Z" at 27.
+        let separators: (UInt64, UInt64, UInt64, UInt64) = (0x2D00_002D_0000_0000, 0x0000_3A00_0054_0000,
+                                                            0x0000_0000_2E00_003A, 0x5A00_0000_0000_0000)
         var valid = true
-        func number(_ start: Int, _ count: Int) -> Int64 {
-            var value: Int64 = 0
-            for i in start..<start + count {
-                let digit = text[i] &- UInt8(ascii: "0")
-                valid = valid && digit <= 9
-                value = value * 10 + Int64(digit)
-            }
-            return value
+        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        func check(_ word: UInt64, _ lanes: UInt64, _ separator: UInt64) -> UInt64 {
+            let zeros = 0x3030_3030_3030_3030 & lanes, highNibbles = 0xF0F0_F0F0_F0F0_F0F0 & lanes
+            let d = word & lanes
+            // A digit lane holds 0x30...0x39: high nibble 3, and still 3 after adding 6 (no
+            // carry leaves a lane whose high nibble is 3).
+            valid = valid && word & ~lanes == separator && d & highNibbles == zeros
+                && (d &+ (0x0606_0606_0606_0606 & lanes)) & highNibbles == zeros
+            return d &- zeros
         }
-        let year = number(0, 4), month = number(5, 2), day = number(8, 2)
-        let hour = number(11, 2), minute = number(14, 2), second = number(17, 2), fraction = number(20, 7)
-        guard valid, (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
+        digits.0 = check(words.0, digitLanes.0, separators.0)
+        digits.1 = check(words.1, digitLanes.1, separators.1)
+        digits.2 = check(words.2, digitLanes.2, separators.2)
+        digits.3 = check(words.3, digitLanes.3, separators.3)
+        guard valid else { return nil }
+        func digit(_ word: UInt64, _ lane: UInt64) -> Int64 { Int64((word >> (8 * lane)) & 0xFF) }
+        func two(_ word: UInt64, _ lane: UInt64) -> Int64 { digit(word, lane) * 10 + digit(word, lane + 1) }
+        let year = two(digits.0, 0) * 100 + two(digits.0, 2), month = two(digits.0, 5), day = two(digits.1, 0)
+        let hour = two(digits.1, 3), minute = two(digits.1, 6), second = two(digits.2, 1)
+        // The seven fraction digits are lanes 0-6 of the last word: shifted up one lane they
+        // are eight digits with a leading 0, combined in three multiplies.
+        var fraction = digits.3 << 8
+        fraction = (fraction &* 10 &+ (fraction >> 8)) & 0x00FF_00FF_00FF_00FF
+        fraction = ((fraction &* ((100 << 16) + 1)) >> 16) & 0x0000_FFFF_0000_FFFF
+        fraction = (fraction &* ((10_000 << 32) + 1)) >> 32
+        guard (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
               hour <= 23, minute <= 59, second <= 59 else { return nil }
         let seconds = daysFromCivil(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
-        return seconds * ticksPerSecond + fraction
+        return seconds * ticksPerSecond + Int64(fraction)
     }
 
     private static func decimal(_ byte: UInt8) -> Int64? {

@@ -151,3 +151,37 @@ struct BitwardenDateTests {
         #expect(bitwarden.date == date)
     }
 }
+
+/// The canonical form's fast reader (whole words at once) against the general parser, on valid
+/// dates and on every one-byte change of them: the same instant, or the same refusal.
+@Suite struct CanonicalDateReaderTests {
+    @Test func everyOneByteChange_isReadAsTheGeneralParserReadsIt() throws {
+        var generator = SystemRandomNumberGenerator()
+        var texts = ["2024-03-01T10:20:30.1234567Z", "0000-01-01T00:00:00.0000000Z", "9999-12-31T23:59:59.9999999Z",
+                     "2024-02-29T12:00:00.0000001Z", "2023-02-28T23:59:59.9000000Z"]
+        for _ in 0..<40 {
+            texts.append(BitwardenDate(ticksSince1970: Int64.random(in: -20_000_000_000_000_000...250_000_000_000_000_000, using: &generator)).text)
+        }
+        let replacements: [UInt8] = Array("0123456789/:;-.TZt z+".utf8) + [0x00, 0x2F, 0x3A, 0x40, 0x80, 0xB0, 0xFF]
+        var compared = 0
+        for text in texts {
+            let bytes = Array(text.utf8)
+            #expect(bytes.count == 28)
+            for position in bytes.indices {
+                for byte in replacements {
+                    var changed = bytes
+                    changed[position] = byte
+                    let general = String(bytes: changed, encoding: .utf8).flatMap { try? BitwardenDate($0).ticksSince1970 }
+                    let fast = changed.withUnsafeBytes { BitwardenDate.parseCanonical($0.bindMemory(to: UInt8.self).baseAddress!) }
+                    // The fast reader takes exactly the canonical form (upper-case T and Z).
+                    let canonical = general != nil && changed[10] == UInt8(ascii: "T") && changed[27] == UInt8(ascii: "Z")
+                    #expect(fast == (canonical ? general : nil), "\(String(decoding: changed, as: UTF8.self))")
+                    let read = changed.withUnsafeBytes { try? BitwardenDate(utf8: $0).ticksSince1970 }
+                    #expect(read == general)
+                    compared += 1
+                }
+            }
+        }
+        #expect(compared > 35_000)
+    }
+}
