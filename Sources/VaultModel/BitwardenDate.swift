@@ -202,22 +202,17 @@ public struct BitwardenDate: Sendable, Hashable, Comparable, Codable, CustomStri
         // "-" at 4 and 7; "T" at 10, ":" at 13; ":" at 16, "." at 19; "Z" at 27.
         let separators: (UInt64, UInt64, UInt64, UInt64) = (0x2D00_002D_0000_0000, 0x0000_3A00_0054_0000,
                                                             0x0000_0000_2E00_003A, 0x5A00_0000_0000_0000)
-        var valid = true
-        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        func check(_ word: UInt64, _ lanes: UInt64, _ separator: UInt64) -> UInt64 {
-            let zeros = 0x3030_3030_3030_3030 & lanes, highNibbles = 0xF0F0_F0F0_F0F0_F0F0 & lanes
+        let zeros: UInt64 = 0x3030_3030_3030_3030, highNibbles: UInt64 = 0xF0F0_F0F0_F0F0_F0F0, six: UInt64 = 0x0606_0606_0606_0606
+        // A digit lane holds 0x30...0x39: high nibble 3, and still 3 after adding 6 (no carry
+        // leaves a lane whose high nibble is 3). Each word's bad lanes, or-ed: zero when valid.
+        @inline(__always) func bad(_ word: UInt64, _ lanes: UInt64, _ separator: UInt64) -> UInt64 {
             let d = word & lanes
-            // A digit lane holds 0x30...0x39: high nibble 3, and still 3 after adding 6 (no
-            // carry leaves a lane whose high nibble is 3).
-            valid = valid && word & ~lanes == separator && d & highNibbles == zeros
-                && (d &+ (0x0606_0606_0606_0606 & lanes)) & highNibbles == zeros
-            return d &- zeros
+            return (word & ~lanes ^ separator) | (d & highNibbles ^ zeros & lanes) | ((d &+ six & lanes) & highNibbles ^ zeros & lanes)
         }
-        digits.0 = check(words.0, digitLanes.0, separators.0)
-        digits.1 = check(words.1, digitLanes.1, separators.1)
-        digits.2 = check(words.2, digitLanes.2, separators.2)
-        digits.3 = check(words.3, digitLanes.3, separators.3)
-        guard valid else { return nil }
+        guard bad(words.0, digitLanes.0, separators.0) | bad(words.1, digitLanes.1, separators.1)
+                | bad(words.2, digitLanes.2, separators.2) | bad(words.3, digitLanes.3, separators.3) == 0 else { return nil }
+        let digits = (words.0 & digitLanes.0 &- zeros & digitLanes.0, words.1 & digitLanes.1 &- zeros & digitLanes.1,
+                      words.2 & digitLanes.2 &- zeros & digitLanes.2, words.3 & digitLanes.3 &- zeros & digitLanes.3)
         func digit(_ word: UInt64, _ lane: UInt64) -> Int64 { Int64((word >> (8 * lane)) & 0xFF) }
         func two(_ word: UInt64, _ lane: UInt64) -> Int64 { digit(word, lane) * 10 + digit(word, lane + 1) }
         let year = two(digits.0, 0) * 100 + two(digits.0, 2), month = two(digits.0, 5), day = two(digits.1, 0)
