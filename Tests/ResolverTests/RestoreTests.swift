@@ -189,6 +189,26 @@ import VaultLogTesting
         #expect(try h.pendingCount() == 0)
     }
 
+    /// A pending trash move resolved, then an edit in the trash and a restore offline: the edit's
+    /// base is the revision this device's own trash move got on the server, so there is no
+    /// conflict and no backup (the local copy after the trash move took the server's revision).
+    @Test func resolvedTrashMove_thenEditInTheTrashAndRestore_noConflictNoBackup() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        h.clock.advance(by: 60)
+        h.goOffline()
+        _ = try await h.repository().softDeleteCipher(view)
+        h.goOnline()
+        _ = try await process(h)
+        #expect(try h.local(view.id!)?.revisionDate == h.emulator.cipher(id: view.id!)?.revisionDate)
+        try await h.editOffline(try #require(try h.local(view.id!)), password: "in the trash")
+        try await Self.restoreOffline(h, view.id!)
+        #expect(try await process(h).items.map(\.outcome) == [.pushed])
+        let items = try h.serverItems()
+        #expect(items.map { $0.login?.password } == ["in the trash"])
+        #expect(items.first?.deletedDate == nil)
+    }
+
     @Test func restoreThenTrashAgainOffline_endsInTheTrash() async throws {
         let h = try await H.make()
         let trashed = try await Self.seedTrashed(h)
