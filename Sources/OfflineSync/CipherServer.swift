@@ -109,6 +109,9 @@ public protocol CipherServer: Sendable {
     func softDeleteCipher(id: String) async throws
     /// `DELETE /api/ciphers/{id}` (permanent).
     func deleteCipher(id: String) async throws
+    /// `PUT /api/ciphers/{id}/restore` (out of the trash); returns the item with its new
+    /// revision (unchanged when it was not in the trash).
+    func restoreCipher(id: String) async throws -> Cipher
     /// `GET /api/sync`.
     func sync() async throws -> SyncSnapshot
     /// `GET /api/accounts/revision-date`: when anything in the account last changed, or nil
@@ -139,6 +142,8 @@ public struct UnreachableServer: CipherServer {
     public func softDeleteCipher(id: String) async throws { throw fail() }
     /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func deleteCipher(id: String) async throws { throw fail() }
+    /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
+    public func restoreCipher(id: String) async throws -> Cipher { throw fail() }
     /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func sync() async throws -> SyncSnapshot { throw fail() }
 }

@@ -125,6 +125,14 @@ extension OfflineSyncResolver {
                     var trashed = change.latest
                     trashed.id = id
                     if trashed.deletedDate == nil { trashed.deletedDate = now }
+                    // The trash reply has no body: the server's copy carries the revision the move
+                    // gave it, the base of an edit (or a restore) made in the trash afterwards,
+                    // which would otherwise meet this device's own trash move as a conflict. (If
+                    // the read fails, or another device changed the copy since, the local version
+                    // is kept as before.)
+                    if let copy = try? await server.getCipher(id: id), copy.deletedDate != nil, copy.sameContent(as: trashed) {
+                        trashed = copy
+                    }
                     local = replacing(item.id, with: trashed)
                 } else if id != item.id {
                     local.append(.delete(cipherId: id))

@@ -37,11 +37,15 @@ extension OfflineSyncResolver {
                 // Our PUT was applied but its answer lost: the passwords the 5-entry history
                 // cannot hold still need their copy (the backups made before the PUT count).
                 _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: recordedBackups(item), run: run)
-                try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate,
-                                                               reason: "the server already holds the latest local version",
-                                                               sourceSequence: item.latestSequence)),
-                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
-                                 local: replacing(item.id, with: serverCopy), run: run)
+                let restoring = try await restoreIfTrashed(item, serverId: serverId, serverTrashed: serverCopy.deletedDate != nil,
+                                                           copy: serverCopy)
+                // A restore alone sends no content: its record is the restore, not a push.
+                let pushed: [(VaultEventType, OutcomeBody)] = restoring.events.isEmpty
+                    ? [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate,
+                                             reason: "the server already holds the latest local version",
+                                             sourceSequence: item.latestSequence))] : []
+                try await record(&item, pushed + restoring.events + [(.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: restoring.copy), run: run)
                 return .pushed
 
             case .keepServer(let reason):
@@ -82,10 +86,12 @@ extension OfflineSyncResolver {
                     if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
                     continue
                 }
+                let restoring = try await restoreIfTrashed(item, serverId: serverId, serverTrashed: serverCopy.deletedDate != nil,
+                                                           copy: updated)
                 try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: updated.revisionDate, reason: reason,
-                                                               sourceSequence: item.latestSequence)),
-                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
-                                 local: replacing(item.id, with: updated), run: run)
+                                                               sourceSequence: item.latestSequence))]
+                                        + restoring.events + [(.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: restoring.copy), run: run)
                 return preserved.isEmpty ? .pushed : .localKept
             }
         }
@@ -133,17 +139,18 @@ extension OfflineSyncResolver {
     /// answer was lost. Never the name alone: another device's change can keep it.
     func ownWrites(_ item: Item, run: RunContext) throws -> OwnWrites {
         var own = OwnWrites()
-        for step in item.steps where [.pushed, .idMapped, .recreated].contains(step.type) {
+        for step in item.steps where [.pushed, .idMapped, .recreated, .restoreApplied].contains(step.type) {
             if let revision = step.outcome.revisionDate { own.revisions.insert(revision) }
         }
         for sequence in item.change.versionSequences {
             guard let event = try store.event(at: sequence, userId: run.userId), let operation = event.operation else { continue }
             switch event.type {
-            case .created, .updated: own.sent.append(operation.cipher)
+            // A restore sends no content, but the version it restores is this device's to recognise.
+            case .created, .updated, .restored: own.sent.append(operation.cipher)
             case .softDeleted: own.trashed.append(operation.cipher)
             case .hardDeleted, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
                  .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
-                 .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
+                 .changeDiscarded, .restoreApplied, .syncAborted, .syncApplied, .reportsReviewed:
                 break
             }
         }
@@ -161,7 +168,7 @@ extension OfflineSyncResolver {
         guard let server, let base, let revision = server.revisionDate, revision != base, !own.wrote(server) else { return own }
         // Any revision the server gave this device's write to the item identifies that write:
         // revisions only grow, so no other device's change can carry one.
-        let recording: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated].map(\.rawValue))
+        let recording: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated, .restoreApplied].map(\.rawValue))
         for header in try store.log.headers(userId: run.userId, cipherId: item.id).reversed() where recording.contains(header.eventType) {
             if try store.event(at: header.sequence, userId: run.userId)?.outcome?.revisionDate == revision {
                 var more = own

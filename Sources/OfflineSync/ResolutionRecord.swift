@@ -45,6 +45,8 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case alreadyGone
         /// The user discarded the pending change; the server's version (if any) replaced it.
         case discarded
+        /// The user's restore from the trash was applied: the server took the item out of its trash.
+        case restored
     }
 
     /// The event's sequence in the log (also the record's identity and the cursor for
@@ -76,7 +78,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case .serverVersionBackedUp, .localVersionBackedUp, .passwordOverflowCopy, .serverVersionKept, .deleteDropped,
              .recreated, .discarded, .merged:
             true
-        case .pushed, .idMapped, .deleted, .alreadyGone:
+        case .pushed, .idMapped, .deleted, .alreadyGone, .restored:
             false
         }
     }
@@ -84,7 +86,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
     /// Which side's version the item kept, for the kinds that decide it (a merge kept both: nil).
     public var sideKept: ConflictSide? {
         switch kind {
-        case .serverVersionBackedUp, .pushed, .recreated: .local
+        case .serverVersionBackedUp, .pushed, .recreated, .restored: .local
         case .localVersionBackedUp, .serverVersionKept, .deleteDropped, .discarded: .server
         case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged: nil
         }
@@ -122,13 +124,14 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case .deleteDropped: kind = .deleteDropped
         case .cleanedUp: kind = .alreadyGone
         case .changeDiscarded: kind = .discarded
+        case .restoreApplied: kind = .restored
         case .backupCreated:
             switch body.purpose {
             case .passwordOverflow(let part): kind = .passwordOverflowCopy(part: part)
             case .backup, .create, .recreate, nil:
                 kind = body.backupOf == .server ? .serverVersionBackedUp : .localVersionBackedUp
             }
-        case .created, .updated, .softDeleted, .hardDeleted, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
+        case .created, .updated, .softDeleted, .hardDeleted, .restored, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
              .retryRequested, .createPlanned, .syncAborted, .syncApplied, .reportsReviewed:
             return nil
         }
@@ -140,5 +143,6 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
 
     /// The event types that make records (filtered on headers before any body is opened).
     static let reportedTypes: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated, .serverCopyKept, .deleteApplied,
-                                                 .deleteDropped, .cleanedUp, .changeDiscarded, .backupCreated].map(\.rawValue))
+                                                 .deleteDropped, .cleanedUp, .changeDiscarded, .backupCreated,
+                                                 .restoreApplied].map(\.rawValue))
 }

@@ -12,6 +12,8 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     case softDeleted = 3
     /// Permanently deleted; the local copy is removed.
     case hardDeleted = 4
+    /// Taken out of the trash (`deletedDate` cleared); the server must end with the item active.
+    case restored = 5
 
     // Outcomes, appended by the resolver, the repository and sync.
     /// The local version is on the server (create or update); body has the server id and revision.
@@ -46,6 +48,9 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// locally. Body has the server's copy, or none when the server does not hold the item. The
     /// discarded version stays in the log (history, export).
     case changeDiscarded = 113
+    /// The item was taken out of the server's trash (`PUT …/restore`) for a pending restore;
+    /// body has the revision the server gave the restore.
+    case restoreApplied = 114
     /// A sync was aborted because changes are still pending (user-level; body has count and reasons).
     case syncAborted = 200
     /// A full sync replaced the local store (user-level).
@@ -68,17 +73,18 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// until it is given a kind.
     public var kind: Kind {
         switch self {
-        case .created, .updated, .softDeleted, .hardDeleted:
+        case .created, .updated, .softDeleted, .hardDeleted, .restored:
             .operation
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
-             .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned, .changeDiscarded:
+             .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned, .changeDiscarded,
+             .restoreApplied:
             .outcome
         case .syncAborted, .syncApplied, .reportsReviewed:
             .userLevel
         }
     }
 
-    /// True for the four offline operations.
+    /// True for the offline operations (created, updated, softDeleted, hardDeleted, restored).
     public var isOperation: Bool { kind == .operation }
 
     /// Whether an outcome of this type on a pending create means the create may have reached
@@ -89,9 +95,9 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         switch self {
         case .createPlanned, .idMapped:
             true
-        case .created, .updated, .softDeleted, .hardDeleted, .pushed, .backupCreated, .serverCopyKept, .recreated,
+        case .created, .updated, .softDeleted, .hardDeleted, .restored, .pushed, .backupCreated, .serverCopyKept, .recreated,
              .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
-             .retryRequested, .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
+             .retryRequested, .changeDiscarded, .restoreApplied, .syncAborted, .syncApplied, .reportsReviewed:
             false
         }
     }
@@ -103,6 +109,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .updated: "updated"
         case .softDeleted: "softDeleted"
         case .hardDeleted: "hardDeleted"
+        case .restored: "restored"
         case .pushed: "pushed"
         case .idMapped: "idMapped"
         case .backupCreated: "backupCreated"
@@ -117,6 +124,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .retryRequested: "retryRequested"
         case .createPlanned: "createPlanned"
         case .changeDiscarded: "changeDiscarded"
+        case .restoreApplied: "restoreApplied"
         case .syncAborted: "syncAborted"
         case .syncApplied: "syncApplied"
         case .reportsReviewed: "reportsReviewed"

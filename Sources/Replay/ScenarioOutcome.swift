@@ -54,7 +54,7 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// The item ref (empty for a user-level entry: a sync).
     public var ref: String
     /// `initial` (on the server before the first step), `create`, `update`, `softDelete`,
-    /// `delete` (the user), `anotherDevice`, `anotherDeviceDelete`, `syncApplied` (a sync that
+    /// `delete`, `restore` (the user), `anotherDevice`, `anotherDeviceDelete`, `syncApplied` (a sync that
     /// replaced the device's copies with the server's).
     public var action: JournalAction
     /// The plaintext saved (creates and edits; the initial content).
@@ -123,13 +123,15 @@ public enum JournalAction: String, Codable, Sendable, CaseIterable {
     case anotherDeviceRestore
     /// Another device encrypted the item again, every field unchanged.
     case anotherDeviceReencrypt
+    /// The device took the item out of the trash.
+    case restore
 
     /// Whether another device did it.
     public var isAnotherDevice: Bool {
         switch self {
         case .anotherDevice, .anotherDeviceDelete, .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore,
              .anotherDeviceReencrypt: return true
-        case .initial, .create, .update, .softDelete, .delete, .syncApplied: return false
+        case .initial, .create, .update, .softDelete, .delete, .syncApplied, .restore: return false
         }
     }
 }

@@ -120,7 +120,7 @@ extension Run {
             } else {
                 clock.advance(by: seconds)
             }
-        case .create, .update, .softDelete, .delete:
+        case .create, .update, .softDelete, .delete, .restore:
             try await performOperation(step, index: index)
         case .anotherDevice:
             // A real edit by a second login: read, change, write with lastKnownRevisionDate.

@@ -12,6 +12,8 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
     case softDeleted(cipherId: String)
     /// `DELETE /api/ciphers/{id}` removed an item.
     case deleted(cipherId: String)
+    /// `PUT /api/ciphers/{id}/restore` took an item out of the trash.
+    case restored(cipherId: String)
 
     /// A short line for logs: the request and the item id, e.g. "PUT <id>" or "POST → <server id>".
     public var description: String {
@@ -20,6 +22,7 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
         case .updated(let id): "PUT \(id)"
         case .softDeleted(let id): "soft delete \(id)"
         case .deleted(let id): "DELETE \(id)"
+        case .restored(let id): "restore \(id)"
         }
     }
 }
@@ -43,7 +46,7 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
 public struct EffectObservingServer: CipherServer {
     /// The server the calls go to.
     public let base: any CipherServer
-    /// Called after each create, update, trash move and delete that succeeded, before its
+    /// Called after each create, update, trash move, restore and delete that succeeded, before its
     /// answer reaches the caller (which waits for it).
     public let afterEffect: @Sendable (ServerEffect) async throws -> Void
 
@@ -83,6 +86,14 @@ public struct EffectObservingServer: CipherServer {
     public func deleteCipher(id: String) async throws {
         try await base.deleteCipher(id: id)
         try await afterEffect(.deleted(cipherId: id))
+    }
+
+    /// Takes the item out of the trash on `base`, then reports `.restored`; an error
+    /// `afterEffect` throws replaces the reply.
+    public func restoreCipher(id: String) async throws -> Cipher {
+        let restored = try await base.restoreCipher(id: id)
+        try await afterEffect(.restored(cipherId: id))
+        return restored
     }
 
     /// Passed to `base` as is: a read is not an effect.

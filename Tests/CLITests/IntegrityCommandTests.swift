@@ -332,6 +332,8 @@ struct EventTypeExplanationTests {
         .updated: "edited offline, password changed (based on server revision",
         .softDeleted: "moved to the trash offline (based on server revision",
         .hardDeleted: "deleted permanently offline (based on server revision",
+        .restored: "restored from the trash offline (based on server revision",
+        .restoreApplied: "restored from the server's trash (srv-1), new server revision",
         .pushed: "local version pushed to the server as srv-1, new server revision",
         .idMapped: "temporary id x is now server id srv-1",
         .backupCreated: "backup of the server copy created as bak-1, server revision 2026-01-01T00:00:00.0000000Z (conflict: server newer)",
@@ -373,7 +375,7 @@ struct EventTypeExplanationTests {
                 } else {
                     var outcome = OutcomeBody(at: at)
                     switch type {
-                    case .pushed, .idMapped: outcome.serverId = "srv-1"; outcome.revisionDate = at
+                    case .pushed, .idMapped, .restoreApplied: outcome.serverId = "srv-1"; outcome.revisionDate = at
                     case .recreated: outcome.serverId = "srv-2"
                     case .backupCreated:
                         outcome.backupId = "bak-1"; outcome.backupOf = .server; outcome.sourceRevisionDate = base
@@ -384,7 +386,7 @@ struct EventTypeExplanationTests {
                     case .syncAborted: outcome.pendingCount = 3; outcome.reason = "server unreachable"
                     case .changeDiscarded: outcome.serverId = "srv-1"; outcome.cipher = cipher
                     case .reportsReviewed: outcome.sourceSequence = 1
-                    case .created, .updated, .softDeleted, .hardDeleted, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,
+                    case .created, .updated, .softDeleted, .hardDeleted, .restored, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,
                          .clearedAfterOnlineSuccess, .retryRequested, .syncApplied: break
                     }
                     body = .outcome(outcome)

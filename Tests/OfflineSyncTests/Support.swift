@@ -96,6 +96,16 @@ final class ScriptedServer: CipherServer, Sendable {
         put(cipher)
     }
 
+    func restoreCipher(id: String) async throws -> Cipher {
+        try call("restore")
+        guard var cipher = cipher(id) else { throw HTTPStatusError(status: 404) }
+        guard cipher.deletedDate != nil else { return cipher }
+        cipher.deletedDate = nil
+        bump(&cipher)
+        put(cipher)
+        return cipher
+    }
+
     func deleteCipher(id: String) async throws {
         try call("delete")
         guard cipher(id) != nil else { throw HTTPStatusError(status: 404) }

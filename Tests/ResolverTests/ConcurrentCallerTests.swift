@@ -286,6 +286,11 @@ struct EffectHookServer: CipherServer {
         try await base.deleteCipher(id: id)
         try await afterEffect(.deleted(cipherId: id))
     }
+    func restoreCipher(id: String) async throws -> Cipher {
+        let restored = try await base.restoreCipher(id: id)
+        try await afterEffect(.restored(cipherId: id))
+        return restored
+    }
     func sync() async throws -> SyncSnapshot { try await base.sync() }
     func accountRevisionDate() async throws -> Date? { try await base.accountRevisionDate() }
 }

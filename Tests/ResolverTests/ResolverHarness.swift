@@ -211,6 +211,7 @@ final class InterceptingServer: CipherServer, Sendable {
     }
     func softDeleteCipher(id: String) async throws { try await inner.softDeleteCipher(id: id) }
     func deleteCipher(id: String) async throws { try await inner.deleteCipher(id: id) }
+    func restoreCipher(id: String) async throws -> Cipher { try await inner.restoreCipher(id: id) }
     func sync() async throws -> SyncSnapshot {
         try await maybeFire("beforeSync")
         return try await inner.sync()
