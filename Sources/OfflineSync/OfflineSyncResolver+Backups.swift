@@ -8,9 +8,21 @@ extension OfflineSyncResolver {
 
     /// Makes sure a backup of `source` exists on the server: skipped when one of the same
     /// version was recorded, adopted when an earlier uncertain POST did reach the server.
+    /// Its attachments are copied too (`copyAttachments`), their files read from `original` (the
+    /// server's current copy of the item, for a backup of the local version) or from `source`.
     func ensureBackup(_ item: inout Item, of source: Cipher, side: ConflictSide, timestamp: BitwardenDate,
                               sourceRevision: BitwardenDate?, sourceSequence: UInt64?, reason: String,
-                              run: RunContext) async throws -> Cipher {
+                              original: Cipher? = nil, run: RunContext) async throws -> Cipher {
+        let backup = try await ensureBackupCopy(&item, of: source, side: side, timestamp: timestamp, sourceRevision: sourceRevision,
+                                                sourceSequence: sourceSequence, reason: reason, run: run)
+        return try await copyAttachments(&item, of: source, from: .item(original ?? source), onto: backup, run: run)
+    }
+
+    /// ``ensureBackup(_:of:side:timestamp:sourceRevision:sourceSequence:reason:original:run:)``
+    /// without the attachments: the backup item itself.
+    private func ensureBackupCopy(_ item: inout Item, of source: Cipher, side: ConflictSide, timestamp: BitwardenDate,
+                                  sourceRevision: BitwardenDate?, sourceSequence: UInt64?, reason: String,
+                                  run: RunContext) async throws -> Cipher {
         let sameVersion = { (o: OutcomeBody) in o.backupOf == side && o.sourceRevisionDate == sourceRevision && o.sourceSequence == sourceSequence }
         if let done = item.steps.last(where: { $0.type == .backupCreated && $0.outcome.purpose == .backup && sameVersion($0.outcome) }),
            let copy = done.outcome.cipher {

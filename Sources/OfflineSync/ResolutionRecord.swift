@@ -45,6 +45,10 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case alreadyGone
         /// The user discarded the pending change; the server's version (if any) replaced it.
         case discarded
+        /// A copy the resolver made (a backup, a re-created item) is without one of the
+        /// attachments of the version it preserves: the file is nowhere any more (the server
+        /// deleted the item with its files). ``ResolutionRecord/reason`` names the file.
+        case attachmentNotCopied
     }
 
     /// The event's sequence in the log (also the record's identity and the cursor for
@@ -70,11 +74,11 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
 
     /// True for what a user should hear about: a backup of either side, an overflow copy, a
     /// dropped delete, the server's version kept, a re-created item, a discarded change, a merge
-    /// with another device's change.
+    /// with another device's change, an attachment a copy could not keep.
     public var isConflict: Bool {
         switch kind {
         case .serverVersionBackedUp, .localVersionBackedUp, .passwordOverflowCopy, .serverVersionKept, .deleteDropped,
-             .recreated, .discarded, .merged:
+             .recreated, .discarded, .merged, .attachmentNotCopied:
             true
         case .pushed, .idMapped, .deleted, .alreadyGone:
             false
@@ -86,7 +90,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         switch kind {
         case .serverVersionBackedUp, .pushed, .recreated: .local
         case .localVersionBackedUp, .serverVersionKept, .deleteDropped, .discarded: .server
-        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged: nil
+        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged, .attachmentNotCopied: nil
         }
     }
 
@@ -122,6 +126,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case .deleteDropped: kind = .deleteDropped
         case .cleanedUp: kind = .alreadyGone
         case .changeDiscarded: kind = .discarded
+        case .attachmentUnavailable: kind = .attachmentNotCopied
         case .backupCreated:
             switch body.purpose {
             case .passwordOverflow(let part): kind = .passwordOverflowCopy(part: part)
@@ -129,7 +134,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
                 kind = body.backupOf == .server ? .serverVersionBackedUp : .localVersionBackedUp
             }
         case .created, .updated, .softDeleted, .hardDeleted, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
-             .retryRequested, .createPlanned, .syncAborted, .syncApplied, .reportsReviewed:
+             .retryRequested, .createPlanned, .attachmentPlanned, .attachmentCopied, .syncAborted, .syncApplied, .reportsReviewed:
             return nil
         }
         let isCopy = event.type == .backupCreated
@@ -140,5 +145,6 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
 
     /// The event types that make records (filtered on headers before any body is opened).
     static let reportedTypes: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated, .serverCopyKept, .deleteApplied,
-                                                 .deleteDropped, .cleanedUp, .changeDiscarded, .backupCreated].map(\.rawValue))
+                                                 .deleteDropped, .cleanedUp, .changeDiscarded, .backupCreated,
+                                                 .attachmentUnavailable].map(\.rawValue))
 }

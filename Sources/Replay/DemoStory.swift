@@ -124,7 +124,8 @@ public enum DemoStory {
                 case .cleanedUp: text = "already gone on the server; cleaned up"
                 case .resolutionFailed: text = "attempt \(body.attempt ?? 0) failed: \(body.reason ?? "")"
                 case .created, .updated, .softDeleted, .hardDeleted, .resolved, .clearedAfterOnlineSuccess, .retryRequested,
-                     .createPlanned, .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
+                     .createPlanned, .changeDiscarded, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable,
+                     .syncAborted, .syncApplied, .reportsReviewed:
                     text = nil
                 }
                 if let text { lines.append("    seq \(event.sequence): \(text)") }

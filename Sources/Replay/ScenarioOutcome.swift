@@ -82,6 +82,8 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// copy's it replaced (false: within the second a server's out-of-date check tolerates, on
     /// the simulated clock, so a save based on that copy still goes through over the change).
     public var newRevision: Bool?
+    /// `anotherDeviceAttach`: the attachment added.
+    public var attachment: ScenarioAttachment? = nil
 
     /// An entry from its fields; `pendingBefore`, `user` and `kept` default to nil (not recorded).
     public init(step: Int, ref: String, action: JournalAction, content: ScenarioItem?, offline: Bool,
@@ -123,12 +125,14 @@ public enum JournalAction: String, Codable, Sendable, CaseIterable {
     case anotherDeviceRestore
     /// Another device encrypted the item again, every field unchanged.
     case anotherDeviceReencrypt
+    /// Another device added an attachment (``ScenarioJournalEntry/attachment``).
+    case anotherDeviceAttach
 
     /// Whether another device did it.
     public var isAnotherDevice: Bool {
         switch self {
         case .anotherDevice, .anotherDeviceDelete, .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore,
-             .anotherDeviceReencrypt: return true
+             .anotherDeviceReencrypt, .anotherDeviceAttach: return true
         case .initial, .create, .update, .softDelete, .delete, .syncApplied: return false
         }
     }

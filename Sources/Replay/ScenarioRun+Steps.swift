@@ -193,6 +193,8 @@ extension Run {
             try openView(step, index: index)
         case .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt:
             try await anotherDeviceKeepingFields(step, index: index)
+        case .anotherDeviceAttach:
+            try await anotherDeviceAttach(step, index: index)
         case .coldStart:
             try await coldStart()
         case .login:

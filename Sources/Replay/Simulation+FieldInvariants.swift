@@ -74,7 +74,7 @@ extension Simulation {
         case .anotherDeviceMove:
             item.folder = entry.content?.folder
         case .initial, .create, .update, .softDelete, .delete, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
-             .anotherDeviceRestore, .anotherDeviceReencrypt:
+             .anotherDeviceRestore, .anotherDeviceReencrypt, .anotherDeviceAttach:
             break
         }
         return item
@@ -106,7 +106,7 @@ extension Simulation {
                         case .anotherDevice: entry.entry.changes.flatMap(field.value(in:)).map { $0 != value } ?? false
                         case .anotherDeviceMove: field == .folder
                         case .initial, .create, .softDelete, .delete, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
-                             .anotherDeviceRestore, .anotherDeviceReencrypt: false
+                             .anotherDeviceRestore, .anotherDeviceReencrypt, .anotherDeviceAttach: false
                         }
                     }
                     if setAgain { continue }
