@@ -29,7 +29,10 @@ extension OfflineSyncResolver {
             return copy
         }
         let view = try source.decrypt(userKey: run.userKey)
-        if side == .local, let earlier = try recordedLocalBackup(item, holding: view, run: run) { return earlier }
+        // A server copy that differs from one already backed up only in what a backup does not
+        // compare (another device added an attachment, say) is not backed up twice: that backup
+        // is the copy, and the attachments are added to it.
+        if let earlier = try recordedBackup(item, of: side, holding: view, run: run) { return earlier }
         if side == .local, let earlier = try await adoptEarlierLocalBackup(&item, holding: view, run: run) { return earlier }
         let backup = view.backupCopy(named: BackupName.conflict(view.name, at: timestamp), random: store.dependencies.random)
         let created = try await createOnce(&item, purpose: .backup, payload: try backup.encrypt(userKey: run.userKey, random: store.dependencies.random),
@@ -65,11 +68,12 @@ extension OfflineSyncResolver {
         return adopted
     }
 
-    /// A local backup this change already made of the same content as `view` (recorded under
-    /// another operation's sequence: a trash move saved while the run that made it was in
-    /// flight carries the same edits), so the same version is never backed up twice.
-    func recordedLocalBackup(_ item: Item, holding view: CipherView, run: RunContext) throws -> Cipher? {
-        for step in item.steps where step.type == .backupCreated && step.outcome.purpose == .backup && step.outcome.backupOf == .local {
+    /// A backup of `side` this change already made of the same content as `view` (a local one
+    /// recorded under another operation's sequence: a trash move saved while the run that made
+    /// it was in flight carries the same edits; a server one of an earlier revision whose only
+    /// change since is an attachment), so the same content is never backed up twice.
+    func recordedBackup(_ item: Item, of side: ConflictSide, holding view: CipherView, run: RunContext) throws -> Cipher? {
+        for step in item.steps where step.type == .backupCreated && step.outcome.purpose == .backup && step.outcome.backupOf == side {
             guard let copy = step.outcome.cipher else { continue }
             if Self.sameContent(try copy.decrypt(userKey: run.userKey), view) { return copy }
         }

@@ -84,6 +84,9 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     public var newRevision: Bool?
     /// `anotherDeviceAttach`: the attachment added.
     public var attachment: ScenarioAttachment? = nil
+    /// `anotherDeviceAttach`: the item's revision date the server's answer gave (the attachment
+    /// is on every copy of the item with this revision or a later one).
+    public var attachedRevision: BitwardenDate? = nil
 
     /// An entry from its fields; `pendingBefore`, `user` and `kept` default to nil (not recorded).
     public init(step: Int, ref: String, action: JournalAction, content: ScenarioItem?, offline: Bool,

@@ -26,10 +26,11 @@ extension Run {
         entry.attachment = attachment
         journal.append(entry)
         let position = journal.count - 1
-        _ = try await user.onOtherDevice {
+        let answer = try await user.onOtherDevice {
             try await $0.createAttachment(cipherId: id, fileName: sealed.fileName, key: sealed.wrappedKey, encryptedData: sealed.encryptedData)
         }
         journal[position].applied = true
+        journal[position].attachedRevision = answer.revisionDate
     }
 
     /// The attachments of a server item, decrypted: each file name with the contents of its

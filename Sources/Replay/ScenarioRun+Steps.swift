@@ -213,6 +213,8 @@ extension Run {
     func compact(_ step: ScenarioStep, index: Int) async throws {
         let user = try self.user(step.user, step: index)
         try expectCompleteItemHistories(step: index, when: "before a compaction")
+        // The events it may remove are the record of the copies invariant 13 checks.
+        await checkAttachmentsOfCopies(when: "before the compaction at step \(index + 1)")
         guard store.isUnlocked(userId: user.userId) else { return }
         let policy = RetentionPolicy(keepDays: step.keepDays ?? RetentionPolicy.default.keepDays,
                                      keepVersions: step.keepVersions ?? RetentionPolicy.default.keepVersions)

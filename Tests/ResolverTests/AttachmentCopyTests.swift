@@ -114,6 +114,32 @@ import VaultLogTestSupport
         await h.stop()
     }
 
+    /// A soft-conflict backup was made, the push failed, then another device added an
+    /// attachment (a new revision, every field the same): the retry adds the attachment to the
+    /// backup already made instead of backing up the same content twice.
+    @Test func serverCopyChangedOnlyByAnAttachment_isNotBackedUpTwice() async throws {
+        let h = try await H.make()
+        var view = try await h.seedSynced("Bank")
+        for n in 1...4 { view = try await h.editOffline(view, password: "pw-\(n)") }
+        h.failNext(1, "PUT", "/api/ciphers/\(view.id!)")
+        #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) == [.failed])
+        let cipher = try #require(h.emulator.cipher(id: view.id!))
+        let sealed = SealedAttachment.seal(fileName: "scan.pdf", contents: Array("the scanned contract".utf8),
+                                           itemKey: try cipher.fieldKey(userKey: h.userKey), random: SeededRandomSource(seed: 78))
+        h.clock.advance(by: 60)
+        _ = try await h.client.createAttachment(cipherId: view.id!, fileName: sealed.fileName, key: sealed.wrappedKey,
+                                                encryptedData: sealed.encryptedData)
+        h.clock.advance(by: 3600)
+        #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) != [.failed])
+        let items = try h.serverItems(named: "Bank")
+        #expect(items.count == 2, "\(items.map { $0.name ?? "" })")
+        let backup = try Self.backup(h, of: view.id!)
+        #expect(backup.login?.password == "pw-0")
+        #expect(try await Self.attachments(h, of: backup.id!) == ["scan.pdf: the scanned contract"])
+        #expect(try h.pendingCount() == 0)
+        await h.stop()
+    }
+
     @Test func uploadFailure_keepsTheItemPendingAndNamesTheFile_retryCompletes() async throws {
         let h = try await H.make()
         let view = try await Self.seedWithAttachment(h, "Bank")
