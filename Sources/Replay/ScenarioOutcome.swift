@@ -84,6 +84,9 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     public var newRevision: Bool?
     /// `anotherDeviceAttach`: the attachment added.
     public var attachment: ScenarioAttachment? = nil
+    /// Another device's change: the server's copy it read was in the trash (a trash move of
+    /// this device was applied already, perhaps before a crash recorded it).
+    public var sawTrashed: Bool? = nil
     /// `anotherDeviceAttach`: the item's revision date the server's answer gave (the attachment
     /// is on every copy of the item with this revision or a later one).
     public var attachedRevision: BitwardenDate? = nil

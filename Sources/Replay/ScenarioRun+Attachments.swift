@@ -24,6 +24,7 @@ extension Run {
                                          content: content(try current.decrypt(userKey: user.userKey)), offline: false,
                                          pendingBefore: isPending(ref), user: user.ref)
         entry.attachment = attachment
+        if current.deletedDate != nil { entry.sawTrashed = true }
         journal.append(entry)
         let position = journal.count - 1
         let answer = try await user.onOtherDevice {

@@ -51,6 +51,7 @@ extension Run {
         journal.append(.init(step: index, ref: ref, action: action, content: content(try changed.decrypt(userKey: user.userKey)),
                              offline: false, pendingBefore: isPending(ref), user: user.ref))
         let entry = journal.count - 1
+        if current.deletedDate != nil { journal[entry].sawTrashed = true }
         let answer: Cipher
         if step.do == .anotherDeviceRestore {
             answer = try await user.onOtherDevice { try await $0.restoreCipher(id: id) }

@@ -137,6 +137,7 @@ extension Run {
             journal.append(.init(step: index, ref: step.ref!, action: .anotherDevice, content: content(view), offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
             let entry = journal.count - 1
+            if current.deletedDate != nil { journal[entry].sawTrashed = true }
             // The fields it set, for the invariants that follow another device's changes: the
             // step's item, its folder as a ref like the content's.
             var set = changes

@@ -140,6 +140,28 @@ import VaultLogTestSupport
         await h.stop()
     }
 
+    /// Another device added an attachment after the user permanently deleted the item offline:
+    /// the server copy is not the version the user deleted (every field is, the file is not),
+    /// so the delete is dropped and the item, with its attachment, comes back.
+    @Test func pendingPermanentDelete_meetsAnAttachmentAddedElsewhere_isDropped() async throws {
+        let h = try await H.make()
+        let view = try await h.seedSynced("Bank")
+        h.clock.advance(by: 60)
+        h.goOffline()
+        _ = try await h.repository().deleteCipher(id: view.id!)
+        h.goOnline()
+        let cipher = try #require(h.emulator.cipher(id: view.id!))
+        let sealed = SealedAttachment.seal(fileName: "scan.pdf", contents: Array("the scanned contract".utf8),
+                                           itemKey: try cipher.fieldKey(userKey: h.userKey), random: SeededRandomSource(seed: 79))
+        h.clock.advance(by: 60)
+        _ = try await h.client.createAttachment(cipherId: view.id!, fileName: sealed.fileName, key: sealed.wrappedKey,
+                                                encryptedData: sealed.encryptedData)
+        #expect(try await h.resolver().processPendingChanges(userId: h.userId).items.map(\.outcome) == [.deleteDropped])
+        #expect(try await Self.attachments(h, of: view.id!) == ["scan.pdf: the scanned contract"])
+        #expect(try h.local(view.id!)?.attachments?.count == 1)
+        await h.stop()
+    }
+
     @Test func uploadFailure_keepsTheItemPendingAndNamesTheFile_retryCompletes() async throws {
         let h = try await H.make()
         let view = try await Self.seedWithAttachment(h, "Bank")
