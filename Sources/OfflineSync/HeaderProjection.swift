@@ -34,7 +34,8 @@ public struct HeaderProjection: Sendable, Equatable {
             pending[id] = nil
             uncertainCreates.remove(id)
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
-             .resolutionFailed, .retryRequested, .createPlanned, .changeDiscarded, .restoreApplied:
+             .resolutionFailed, .retryRequested, .createPlanned, .changeDiscarded, .restoreApplied, .attachmentPlanned,
+             .attachmentCopied, .attachmentUnavailable:
             // Announced or mapped: a create that may be on the server (as ``PendingChange/uncertainCreate``).
             if type.marksUncertainCreate, pending[id] == .create { uncertainCreates.insert(id) }
         case .syncAborted, .syncApplied, .reportsReviewed:

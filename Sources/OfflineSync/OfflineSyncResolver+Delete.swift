@@ -88,7 +88,7 @@ extension OfflineSyncResolver {
                     edited.deletedDate = nil
                     let backup = try await ensureBackup(&item, of: edited, side: .local, timestamp: change.updatedAt,
                                                         sourceRevision: nil, sourceSequence: item.latestSequence,
-                                                        reason: "edits made before a dropped trash move", run: run)
+                                                        reason: "edits made before a dropped trash move", original: copy, run: run)
                     _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [backup, copy], run: run)
                 }
                 try await record(&item, [(.deleteDropped, OutcomeBody(at: now, revisionDate: copy.revisionDate,

@@ -50,7 +50,8 @@ extension OfflineSyncResolver {
 
             case .keepServer(let reason):
                 let backup = try await ensureBackup(&item, of: item.latest, side: .local, timestamp: item.change.updatedAt,
-                                                    sourceRevision: nil, sourceSequence: item.latestSequence, reason: reason, run: run)
+                                                    sourceRevision: nil, sourceSequence: item.latestSequence, reason: reason,
+                                                    original: serverCopy, run: run)
                 _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [backup, serverCopy], run: run)
                 try await record(&item, [(.serverCopyKept, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate, reason: reason)),
                                          (.resolved, OutcomeBody(at: now, serverId: serverId))],
@@ -101,22 +102,26 @@ extension OfflineSyncResolver {
     /// `thenTrash` (a trash move that carried edits) the new copy is moved to the trash again.
     func recreate(_ item: inout Item, thenTrash: Bool = false, run: RunContext) async throws -> ItemReport.Outcome {
         var created: Cipher
+        // The item's files went with it: its attachments are copied from any copy this change
+        // made earlier, or recorded as not copied (`copyAttachments`).
+        let gone = AttachmentSource.gone(item.mappedServerCopy?.serverId ?? item.id)
         if let found = try await run.index.find(plannedMarkers(item, purpose: .recreate)) {
-            created = found
-            if thenTrash, let serverId = found.id, found.name != item.latest.name {
+            created = try await copyAttachments(&item, of: item.latest, from: gone, onto: found, run: run)
+            if thenTrash, let serverId = created.id, created.name != item.latest.name {
                 // The copy an earlier attempt posted holds the version planned then; the item
                 // was edited since. Record the copy as the item, then resolve the trash move
                 // against it: the later edits are pushed before it goes to the trash.
                 item.report.serverId = serverId
-                let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: found.revisionDate, reason: "recreate")
+                let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: "recreate")
                 try await record(&item, [(.recreated, mapped), (.idMapped, mapped)], local: [], run: run)
-                return try await resolveDelete(&item, serverId: serverId, base: found.revisionDate, createChain: true, run: run)
+                return try await resolveDelete(&item, serverId: serverId, base: created.revisionDate, createChain: true, run: run)
             }
         } else {
             _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
             var payload = item.latest
             payload.deletedDate = nil
             created = try await createOnce(&item, purpose: .recreate, payload: payload, run: run)
+            created = try await copyAttachments(&item, of: item.latest, from: gone, onto: created, run: run)
         }
         guard thenTrash else { return try await adoptCreated(&item, created, purpose: .recreate, run: run) }
         guard let serverId = created.id else { throw ServerFailure(.unavailable, "the server answered a create without an id") }
@@ -150,7 +155,8 @@ extension OfflineSyncResolver {
             case .softDeleted: own.trashed.append(operation.cipher)
             case .hardDeleted, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
                  .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
-                 .changeDiscarded, .restoreApplied, .syncAborted, .syncApplied, .reportsReviewed:
+                 .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .syncAborted,
+                 .syncApplied, .reportsReviewed:
                 break
             }
         }

@@ -42,7 +42,7 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
         case (_, .pushed), (_, .idMapped), (_, .backupCreated), (_, .serverCopyKept), (_, .recreated), (_, .deleteApplied),
              (_, .deleteDropped), (_, .cleanedUp), (_, .resolutionFailed), (_, .resolved), (_, .clearedAfterOnlineSuccess),
              (_, .retryRequested), (_, .createPlanned), (_, .changeDiscarded), (_, .restoreApplied), (_, .syncAborted),
-             (_, .syncApplied), (_, .reportsReviewed):
+             (_, .syncApplied), (_, .reportsReviewed), (_, .attachmentPlanned), (_, .attachmentCopied), (_, .attachmentUnavailable):
             return existing.map { .pending($0) } ?? .discard
         }
     }
@@ -270,7 +270,7 @@ public struct Projection: Codable, Sendable, Equatable {
                 if let serverId = outcome.serverId { idMap[id] = serverId }
                 fallthrough
             case .pushed, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp, .createPlanned,
-                 .changeDiscarded, .restoreApplied:
+                 .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable:
                 pending[id]?.steps.append(ResolutionStep(type: event.type, sequence: event.sequence, outcome: outcome))
             case .syncAborted:
                 lastSyncAbort = outcome

@@ -47,6 +47,10 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case discarded
         /// The user's restore from the trash was applied: the server took the item out of its trash.
         case restored
+        /// A copy the resolver made (a backup, a re-created item) is without one of the
+        /// attachments of the version it preserves: the file is nowhere any more (the server
+        /// deleted the item with its files). ``ResolutionRecord/reason`` names the file.
+        case attachmentNotCopied
     }
 
     /// The event's sequence in the log (also the record's identity and the cursor for
@@ -72,11 +76,11 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
 
     /// True for what a user should hear about: a backup of either side, an overflow copy, a
     /// dropped delete, the server's version kept, a re-created item, a discarded change, a merge
-    /// with another device's change.
+    /// with another device's change, an attachment a copy could not keep.
     public var isConflict: Bool {
         switch kind {
         case .serverVersionBackedUp, .localVersionBackedUp, .passwordOverflowCopy, .serverVersionKept, .deleteDropped,
-             .recreated, .discarded, .merged:
+             .recreated, .discarded, .merged, .attachmentNotCopied:
             true
         case .pushed, .idMapped, .deleted, .alreadyGone, .restored:
             false
@@ -88,7 +92,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         switch kind {
         case .serverVersionBackedUp, .pushed, .recreated, .restored: .local
         case .localVersionBackedUp, .serverVersionKept, .deleteDropped, .discarded: .server
-        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged: nil
+        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged, .attachmentNotCopied: nil
         }
     }
 
@@ -125,6 +129,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case .cleanedUp: kind = .alreadyGone
         case .changeDiscarded: kind = .discarded
         case .restoreApplied: kind = .restored
+        case .attachmentUnavailable: kind = .attachmentNotCopied
         case .backupCreated:
             switch body.purpose {
             case .passwordOverflow(let part): kind = .passwordOverflowCopy(part: part)
@@ -132,7 +137,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
                 kind = body.backupOf == .server ? .serverVersionBackedUp : .localVersionBackedUp
             }
         case .created, .updated, .softDeleted, .hardDeleted, .restored, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
-             .retryRequested, .createPlanned, .syncAborted, .syncApplied, .reportsReviewed:
+             .retryRequested, .createPlanned, .attachmentPlanned, .attachmentCopied, .syncAborted, .syncApplied, .reportsReviewed:
             return nil
         }
         let isCopy = event.type == .backupCreated
@@ -144,5 +149,5 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
     /// The event types that make records (filtered on headers before any body is opened).
     static let reportedTypes: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated, .serverCopyKept, .deleteApplied,
                                                  .deleteDropped, .cleanedUp, .changeDiscarded, .backupCreated,
-                                                 .restoreApplied].map(\.rawValue))
+                                                 .restoreApplied, .attachmentUnavailable].map(\.rawValue))
 }

@@ -51,6 +51,19 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// The item was taken out of the server's trash (`PUT …/restore`) for a pending restore;
     /// body has the revision the server gave the restore.
     case restoreApplied = 114
+    /// The resolver is about to upload a copy of an attachment to a copy of the item it made (a
+    /// backup, a re-created item): body's `attachment` names the attachment and the copy, and
+    /// `marker` is the copy's encrypted file name (unique), so a retry after a lost answer finds
+    /// the upload on the server instead of uploading it twice.
+    case attachmentPlanned = 115
+    /// An attachment was copied to a copy of the item the resolver made; body's `attachment` has
+    /// the new attachment's id, `revisionDate` the copy's revision after the upload.
+    case attachmentCopied = 116
+    /// An attachment of a version the resolver preserved could not be copied because its file
+    /// is nowhere any more (the server deleted the item with its files, or another device
+    /// deleted the attachment); the copy was made without it. Body's `attachment` names it and
+    /// `reason` says why, with the file name.
+    case attachmentUnavailable = 117
     /// A sync was aborted because changes are still pending (user-level; body has count and reasons).
     case syncAborted = 200
     /// A full sync replaced the local store (user-level).
@@ -77,7 +90,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
             .operation
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
              .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned, .changeDiscarded,
-             .restoreApplied:
+             .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable:
             .outcome
         case .syncAborted, .syncApplied, .reportsReviewed:
             .userLevel
@@ -97,7 +110,8 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
             true
         case .created, .updated, .softDeleted, .hardDeleted, .restored, .pushed, .backupCreated, .serverCopyKept, .recreated,
              .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
-             .retryRequested, .changeDiscarded, .restoreApplied, .syncAborted, .syncApplied, .reportsReviewed:
+             .retryRequested, .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable,
+             .syncAborted, .syncApplied, .reportsReviewed:
             false
         }
     }
@@ -125,6 +139,9 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .createPlanned: "createPlanned"
         case .changeDiscarded: "changeDiscarded"
         case .restoreApplied: "restoreApplied"
+        case .attachmentPlanned: "attachmentPlanned"
+        case .attachmentCopied: "attachmentCopied"
+        case .attachmentUnavailable: "attachmentUnavailable"
         case .syncAborted: "syncAborted"
         case .syncApplied: "syncApplied"
         case .reportsReviewed: "reportsReviewed"

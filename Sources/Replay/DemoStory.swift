@@ -134,7 +134,8 @@ public enum DemoStory {
                 case .resolutionFailed: text = "attempt \(body.attempt ?? 0) failed: \(body.reason ?? "")"
                 case .restoreApplied: text = "taken out of the server's trash"
                 case .created, .updated, .softDeleted, .hardDeleted, .restored, .resolved, .clearedAfterOnlineSuccess, .retryRequested,
-                     .createPlanned, .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
+                     .createPlanned, .changeDiscarded, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable,
+                     .syncAborted, .syncApplied, .reportsReviewed:
                     text = nil
                 }
                 if let text { lines.append("    seq \(event.sequence): \(text)") }

@@ -145,6 +145,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `anotherDeviceReencrypt` | `ref` | another device encrypts the item again with every field unchanged (a new encrypted name) |
 /// | `coldStart` | | the app restarts: in-memory state dropped, store reopened, vaults unlocked from the stored accounts, the device's clients hold no session tokens |
 /// | `login` | | the device's clients log in again (after a `coldStart`) |
+/// | `anotherDeviceAttach` | `ref`, `attachment` | another device adds an attachment (file name and text contents) to the item |
 ///
 /// `user` picks the acting user (default: the first); `expectError` (a substring) makes the
 /// step expect a thrown error, e.g. an organization item that is never saved offline;
@@ -180,6 +181,8 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
     /// `openView`: the name the view is kept under; `update` / `softDelete`: save from that view
     /// (read earlier, perhaps stale) instead of the item's current local copy.
     public var view: String?
+    /// `anotherDeviceAttach`: the attachment another device adds to the item.
+    public var attachment: ScenarioAttachment? = nil
 
     /// A step from its action and arguments; every argument defaults to nil (not given).
     public init(_ action: ScenarioAction, user: String? = nil, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil,
@@ -215,6 +218,7 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
     case anotherDeviceFavorite, anotherDeviceMove, anotherDeviceRestore, anotherDeviceReencrypt
     case coldStart, login
     case restore
+    case anotherDeviceAttach
 
     /// The action's name, as in the file.
     public var description: String { rawValue }

@@ -82,6 +82,14 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// copy's it replaced (false: within the second a server's out-of-date check tolerates, on
     /// the simulated clock, so a save based on that copy still goes through over the change).
     public var newRevision: Bool?
+    /// `anotherDeviceAttach`: the attachment added.
+    public var attachment: ScenarioAttachment? = nil
+    /// Another device's change: the server's copy it read was in the trash (a trash move of
+    /// this device was applied already, perhaps before a crash recorded it).
+    public var sawTrashed: Bool? = nil
+    /// `anotherDeviceAttach`: the item's revision date the server's answer gave (the attachment
+    /// is on every copy of the item with this revision or a later one).
+    public var attachedRevision: BitwardenDate? = nil
 
     /// An entry from its fields; `pendingBefore`, `user` and `kept` default to nil (not recorded).
     public init(step: Int, ref: String, action: JournalAction, content: ScenarioItem?, offline: Bool,
@@ -125,12 +133,14 @@ public enum JournalAction: String, Codable, Sendable, CaseIterable {
     case anotherDeviceReencrypt
     /// The device took the item out of the trash.
     case restore
+    /// Another device added an attachment (``ScenarioJournalEntry/attachment``).
+    case anotherDeviceAttach
 
     /// Whether another device did it.
     public var isAnotherDevice: Bool {
         switch self {
         case .anotherDevice, .anotherDeviceDelete, .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore,
-             .anotherDeviceReencrypt: return true
+             .anotherDeviceReencrypt, .anotherDeviceAttach: return true
         case .initial, .create, .update, .softDelete, .delete, .syncApplied, .restore: return false
         }
     }

@@ -335,7 +335,7 @@ extension Run {
             }, record: { _ in })
         case .offline, .online, .advance, .anotherDevice, .anotherDeviceDelete, .anotherDeviceCreate, .createFolder, .lock, .unlock,
              .retryDeadLetters, .fault, .crash, .compact, .concurrently, .atEffect, .openView, .anotherDeviceFavorite, .anotherDeviceMove,
-             .anotherDeviceRestore, .anotherDeviceReencrypt, .coldStart, .login:
+             .anotherDeviceRestore, .anotherDeviceReencrypt, .coldStart, .login, .anotherDeviceAttach:
             throw ReplayError.badStep(index: index, reason: "'\(step.do)' is not a save, sync or resolve")
         }
     }

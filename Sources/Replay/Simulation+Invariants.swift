@@ -148,7 +148,7 @@ extension Simulation {
                     violations.append("invariant 13: \(ref): restored from the trash by the user, but its version (\(mine.password ?? "-"), \(mine.notes ?? "-")) is not active on the server")
                 }
             case .initial, .create, .update, .anotherDevice, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
-                 .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt:
+                 .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt, .anotherDeviceAttach:
                 if let content = last.content, !touchedAfter, !holds(content),
                    !holds(merged(content, savedAt: last.step, user: last.user, until: last.step)) {
                     violations.append("invariant 2: \(ref): the last saved version (\(content.password ?? "-"), \(content.notes ?? "-")) is not on the server")

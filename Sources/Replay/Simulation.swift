@@ -224,6 +224,7 @@ public enum Simulation {
             let keepVersions = [0, 1, 2, 5][Int(compaction.next() % 4)]
             steps.insert(ScenarioStep(.compact, user: user, keepDays: keepDays, keepVersions: keepVersions), at: at)
         }
+        steps = insertingAttachments(into: steps, seed: seed, refs: refs)
         if concurrent { steps = insertingEpisodes(into: steps, seed: seed, users: users) }
         // Convergence: the server healthy, every vault unlocked, the backoff horizon passed.
         steps.append(ScenarioStep(.fault, fault: ScenarioFault(clear: true)))

@@ -351,6 +351,9 @@ struct EventTypeExplanationTests {
         .syncApplied: "full sync applied",
         .changeDiscarded: "the pending change was discarded on request; the server's version replaced the local copy",
         .reportsReviewed: "resolution reports up to seq 1 marked as reviewed",
+        .attachmentPlanned: "about to copy an attachment to item bak-1",
+        .attachmentCopied: "attachment copied to item bak-1 as att-2",
+        .attachmentUnavailable: "attachment not copied: attachment \"scan.pdf\" was not copied",
     ]
 
     final class Store: Sendable {
@@ -386,6 +389,10 @@ struct EventTypeExplanationTests {
                     case .syncAborted: outcome.pendingCount = 3; outcome.reason = "server unreachable"
                     case .changeDiscarded: outcome.serverId = "srv-1"; outcome.cipher = cipher
                     case .reportsReviewed: outcome.sourceSequence = 1
+                    case .attachmentPlanned, .attachmentCopied, .attachmentUnavailable:
+                        outcome.attachment = AttachmentCopy(sourceCipherId: "srv-1", sourceAttachmentId: "att-1", targetCipherId: "bak-1",
+                                                            targetAttachmentId: type == .attachmentCopied ? "att-2" : nil)
+                        if type == .attachmentUnavailable { outcome.reason = "attachment \"scan.pdf\" was not copied to item bak-1: gone" }
                     case .created, .updated, .softDeleted, .hardDeleted, .restored, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,
                          .clearedAfterOnlineSuccess, .retryRequested, .syncApplied: break
                     }

@@ -116,6 +116,20 @@ final class ScriptedServer: CipherServer, Sendable {
         try call("sync")
         return SyncSnapshot(ciphers: state.withLock { Array($0.ciphers.values) })
     }
+
+    // Attachments are tested against the emulator (ResolverTests); this script has none.
+    func downloadAttachment(cipherId: String, attachmentId: String) async throws -> [UInt8] {
+        try call("downloadAttachment")
+        throw HTTPStatusError(status: 404)
+    }
+    func createAttachment(cipherId: String, fileName: EncString, key: EncString, encryptedData: [UInt8]) async throws -> Cipher {
+        try call("createAttachment")
+        throw HTTPStatusError(status: 404)
+    }
+    func deleteAttachment(cipherId: String, attachmentId: String) async throws {
+        try call("deleteAttachment")
+        throw HTTPStatusError(status: 404)
+    }
 }
 
 /// A store in a temp dir with one unlocked user and a deterministic clock, ids and IVs.

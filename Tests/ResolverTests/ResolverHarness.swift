@@ -216,6 +216,15 @@ final class InterceptingServer: CipherServer, Sendable {
         try await maybeFire("beforeSync")
         return try await inner.sync()
     }
+    func downloadAttachment(cipherId: String, attachmentId: String) async throws -> [UInt8] {
+        try await inner.downloadAttachment(cipherId: cipherId, attachmentId: attachmentId)
+    }
+    func createAttachment(cipherId: String, fileName: EncString, key: EncString, encryptedData: [UInt8]) async throws -> Cipher {
+        try await inner.createAttachment(cipherId: cipherId, fileName: fileName, key: key, encryptedData: encryptedData)
+    }
+    func deleteAttachment(cipherId: String, attachmentId: String) async throws {
+        try await inner.deleteAttachment(cipherId: cipherId, attachmentId: attachmentId)
+    }
 }
 
 // MARK: Fault injection (one place that speaks the emulator's fault API)
