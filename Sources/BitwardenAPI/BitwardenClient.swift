@@ -196,8 +196,8 @@ public final class BitwardenClient: CipherServer, Sendable {
         _ = try await send(.deleteCipher, id)
     }
 
-    /// `PUT /api/ciphers/{id}/restore`: takes the item out of the trash. (Not part of the
-    /// `CipherServer` port: the offline engine does not restore items yet.)
+    /// `PUT /api/ciphers/{id}/restore`: takes the item out of the trash and returns it with its
+    /// new `revisionDate` (an item not in the trash comes back unchanged).
     public func restoreCipher(id: String) async throws -> Cipher {
         try decode(Cipher.self, try await send(.restoreCipher, id), route: BitwardenEndpoint.restoreCipher.route(id))
     }

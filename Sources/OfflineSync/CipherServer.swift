@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 import VaultModel
 
 /// How a server-side failure is classified. The repository's denylist and the resolver decide
@@ -109,11 +110,22 @@ public protocol CipherServer: Sendable {
     func softDeleteCipher(id: String) async throws
     /// `DELETE /api/ciphers/{id}` (permanent).
     func deleteCipher(id: String) async throws
+    /// `PUT /api/ciphers/{id}/restore` (out of the trash); returns the item with its new
+    /// revision (unchanged when it was not in the trash).
+    func restoreCipher(id: String) async throws -> Cipher
     /// `GET /api/sync`.
     func sync() async throws -> SyncSnapshot
     /// `GET /api/accounts/revision-date`: when anything in the account last changed, or nil
     /// when the server cannot say (then every sync fetches).
     func accountRevisionDate() async throws -> Date?
+    /// The attachment's file as the server stores it, still encrypted (a binary
+    /// `EncArrayBuffer` under the attachment's own key): metadata, then the download.
+    func downloadAttachment(cipherId: String, attachmentId: String) async throws -> [UInt8]
+    /// Adds an attachment to an item (announcement, then upload); the arguments are already
+    /// encrypted. Returns the item with the new attachment and its new `revisionDate`.
+    func createAttachment(cipherId: String, fileName: EncString, key: EncString, encryptedData: [UInt8]) async throws -> Cipher
+    /// `DELETE /api/ciphers/{id}/attachment/{attachmentId}`.
+    func deleteAttachment(cipherId: String, attachmentId: String) async throws
 }
 
 extension CipherServer {
@@ -139,6 +151,8 @@ public struct UnreachableServer: CipherServer {
     public func softDeleteCipher(id: String) async throws { throw fail() }
     /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func deleteCipher(id: String) async throws { throw fail() }
+    /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
+    public func restoreCipher(id: String) async throws -> Cipher { throw fail() }
     /// Always throws a ``ServerFailure`` of kind ``ServerErrorKind/unavailable`` that was never sent.
     public func sync() async throws -> SyncSnapshot { throw fail() }
 }

@@ -23,7 +23,7 @@ public struct HeaderProjection: Sendable, Equatable {
         let id = header.cipherId
         // Every type listed: a new event type does not compile until this fold places it.
         switch type {
-        case .created, .updated, .softDeleted, .hardDeleted:
+        case .created, .updated, .softDeleted, .hardDeleted, .restored:
             switch PendingChangeType.merge(pending[id], type, uncertainCreate: uncertainCreates.contains(id)) {
             case .discard:
                 pending[id] = nil
@@ -34,7 +34,8 @@ public struct HeaderProjection: Sendable, Equatable {
             pending[id] = nil
             uncertainCreates.remove(id)
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
-             .resolutionFailed, .retryRequested, .createPlanned, .changeDiscarded:
+             .resolutionFailed, .retryRequested, .createPlanned, .changeDiscarded, .restoreApplied, .attachmentPlanned,
+             .attachmentCopied, .attachmentUnavailable:
             // Announced or mapped: a create that may be on the server (as ``PendingChange/uncertainCreate``).
             if type.marksUncertainCreate, pending[id] == .create { uncertainCreates.insert(id) }
         case .syncAborted, .syncApplied, .reportsReviewed:

@@ -32,6 +32,9 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     /// The user's log is older than the position the app kept outside the store (see
     /// `VaultLogStore.checkLogPosition(userId:remembered:)`): the file was put back.
     case rolledBack(userId: String, reason: String)
+    /// A restore from the trash of an item that is not in the trash on this device (or not on
+    /// it at all); nothing was written.
+    case cannotRestore(cipherId: String, reason: String)
 
     /// What went wrong, the user or item it concerns when there is one, and what to do next.
     public var description: String {
@@ -60,6 +63,8 @@ public enum OfflineSyncError: Error, Sendable, Equatable, CustomStringConvertibl
             return "cannot lock \(path) (\(reason)), which keeps two resolutions of one account from running at once; check that the store's directory is writable (nothing was sent or changed)"
         case .rolledBack(let userId, let reason):
             return "the log of user \(userId) is older than the app last saw it (\(reason)): the store file, or this user's records in it, were put back to an older copy, and edits saved since are not in it; restore the newest copy of the store, or sync and accept that the edits since are lost (nothing was changed)"
+        case .cannotRestore(let cipherId, let reason):
+            return "item \(cipherId) cannot be restored from the trash: \(reason) (nothing was changed)"
         case .corruptCheckpoint(let reason):
             return "projection checkpoint is unreadable (\(reason)); it will be rebuilt from the log"
         }

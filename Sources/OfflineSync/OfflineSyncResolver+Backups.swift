@@ -8,16 +8,31 @@ extension OfflineSyncResolver {
 
     /// Makes sure a backup of `source` exists on the server: skipped when one of the same
     /// version was recorded, adopted when an earlier uncertain POST did reach the server.
+    /// Its attachments are copied too (`copyAttachments`), their files read from `original` (the
+    /// server's current copy of the item, for a backup of the local version) or from `source`.
     func ensureBackup(_ item: inout Item, of source: Cipher, side: ConflictSide, timestamp: BitwardenDate,
                               sourceRevision: BitwardenDate?, sourceSequence: UInt64?, reason: String,
-                              run: RunContext) async throws -> Cipher {
+                              original: Cipher? = nil, run: RunContext) async throws -> Cipher {
+        let backup = try await ensureBackupCopy(&item, of: source, side: side, timestamp: timestamp, sourceRevision: sourceRevision,
+                                                sourceSequence: sourceSequence, reason: reason, run: run)
+        return try await copyAttachments(&item, of: source, from: .item(original ?? source), onto: backup, run: run)
+    }
+
+    /// ``ensureBackup(_:of:side:timestamp:sourceRevision:sourceSequence:reason:original:run:)``
+    /// without the attachments: the backup item itself.
+    private func ensureBackupCopy(_ item: inout Item, of source: Cipher, side: ConflictSide, timestamp: BitwardenDate,
+                                  sourceRevision: BitwardenDate?, sourceSequence: UInt64?, reason: String,
+                                  run: RunContext) async throws -> Cipher {
         let sameVersion = { (o: OutcomeBody) in o.backupOf == side && o.sourceRevisionDate == sourceRevision && o.sourceSequence == sourceSequence }
         if let done = item.steps.last(where: { $0.type == .backupCreated && $0.outcome.purpose == .backup && sameVersion($0.outcome) }),
            let copy = done.outcome.cipher {
             return copy
         }
         let view = try source.decrypt(userKey: run.userKey)
-        if side == .local, let earlier = try recordedLocalBackup(item, holding: view, run: run) { return earlier }
+        // A server copy that differs from one already backed up only in what a backup does not
+        // compare (another device added an attachment, say) is not backed up twice: that backup
+        // is the copy, and the attachments are added to it.
+        if let earlier = try recordedBackup(item, of: side, holding: view, run: run) { return earlier }
         if side == .local, let earlier = try await adoptEarlierLocalBackup(&item, holding: view, run: run) { return earlier }
         let backup = view.backupCopy(named: BackupName.conflict(view.name, at: timestamp), random: store.dependencies.random)
         let created = try await createOnce(&item, purpose: .backup, payload: try backup.encrypt(userKey: run.userKey, random: store.dependencies.random),
@@ -53,11 +68,12 @@ extension OfflineSyncResolver {
         return adopted
     }
 
-    /// A local backup this change already made of the same content as `view` (recorded under
-    /// another operation's sequence: a trash move saved while the run that made it was in
-    /// flight carries the same edits), so the same version is never backed up twice.
-    func recordedLocalBackup(_ item: Item, holding view: CipherView, run: RunContext) throws -> Cipher? {
-        for step in item.steps where step.type == .backupCreated && step.outcome.purpose == .backup && step.outcome.backupOf == .local {
+    /// A backup of `side` this change already made of the same content as `view` (a local one
+    /// recorded under another operation's sequence: a trash move saved while the run that made
+    /// it was in flight carries the same edits; a server one of an earlier revision whose only
+    /// change since is an attachment), so the same content is never backed up twice.
+    func recordedBackup(_ item: Item, of side: ConflictSide, holding view: CipherView, run: RunContext) throws -> Cipher? {
+        for step in item.steps where step.type == .backupCreated && step.outcome.purpose == .backup && step.outcome.backupOf == side {
             guard let copy = step.outcome.cipher else { continue }
             if Self.sameContent(try copy.decrypt(userKey: run.userKey), view) { return copy }
         }

@@ -88,7 +88,7 @@ extension OfflineSyncResolver {
                     edited.deletedDate = nil
                     let backup = try await ensureBackup(&item, of: edited, side: .local, timestamp: change.updatedAt,
                                                         sourceRevision: nil, sourceSequence: item.latestSequence,
-                                                        reason: "edits made before a dropped trash move", run: run)
+                                                        reason: "edits made before a dropped trash move", original: copy, run: run)
                     _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [backup, copy], run: run)
                 }
                 try await record(&item, [(.deleteDropped, OutcomeBody(at: now, revisionDate: copy.revisionDate,
@@ -125,6 +125,14 @@ extension OfflineSyncResolver {
                     var trashed = change.latest
                     trashed.id = id
                     if trashed.deletedDate == nil { trashed.deletedDate = now }
+                    // The trash reply has no body: the server's copy carries the revision the move
+                    // gave it, the base of an edit (or a restore) made in the trash afterwards,
+                    // which would otherwise meet this device's own trash move as a conflict. (If
+                    // the read fails, or another device changed the copy since, the local version
+                    // is kept as before.)
+                    if let copy = try? await server.getCipher(id: id), copy.deletedDate != nil, copy.sameContent(as: trashed) {
+                        trashed = copy
+                    }
                     local = replacing(item.id, with: trashed)
                 } else if id != item.id {
                     local.append(.delete(cipherId: id))

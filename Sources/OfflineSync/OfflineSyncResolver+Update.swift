@@ -37,16 +37,21 @@ extension OfflineSyncResolver {
                 // Our PUT was applied but its answer lost: the passwords the 5-entry history
                 // cannot hold still need their copy (the backups made before the PUT count).
                 _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: recordedBackups(item), run: run)
-                try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate,
-                                                               reason: "the server already holds the latest local version",
-                                                               sourceSequence: item.latestSequence)),
-                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
-                                 local: replacing(item.id, with: serverCopy), run: run)
+                let restoring = try await restoreIfTrashed(item, serverId: serverId, serverTrashed: serverCopy.deletedDate != nil,
+                                                           copy: serverCopy)
+                // A restore alone sends no content: its record is the restore, not a push.
+                let pushed: [(VaultEventType, OutcomeBody)] = restoring.events.isEmpty
+                    ? [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate,
+                                             reason: "the server already holds the latest local version",
+                                             sourceSequence: item.latestSequence))] : []
+                try await record(&item, pushed + restoring.events + [(.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: restoring.copy), run: run)
                 return .pushed
 
             case .keepServer(let reason):
                 let backup = try await ensureBackup(&item, of: item.latest, side: .local, timestamp: item.change.updatedAt,
-                                                    sourceRevision: nil, sourceSequence: item.latestSequence, reason: reason, run: run)
+                                                    sourceRevision: nil, sourceSequence: item.latestSequence, reason: reason,
+                                                    original: serverCopy, run: run)
                 _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [backup, serverCopy], run: run)
                 try await record(&item, [(.serverCopyKept, OutcomeBody(at: now, serverId: serverId, revisionDate: serverCopy.revisionDate, reason: reason)),
                                          (.resolved, OutcomeBody(at: now, serverId: serverId))],
@@ -82,10 +87,12 @@ extension OfflineSyncResolver {
                     if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }
                     continue
                 }
+                let restoring = try await restoreIfTrashed(item, serverId: serverId, serverTrashed: serverCopy.deletedDate != nil,
+                                                           copy: updated)
                 try await record(&item, [(.pushed, OutcomeBody(at: now, serverId: serverId, revisionDate: updated.revisionDate, reason: reason,
-                                                               sourceSequence: item.latestSequence)),
-                                         (.resolved, OutcomeBody(at: now, serverId: serverId))],
-                                 local: replacing(item.id, with: updated), run: run)
+                                                               sourceSequence: item.latestSequence))]
+                                        + restoring.events + [(.resolved, OutcomeBody(at: now, serverId: serverId))],
+                                 local: replacing(item.id, with: restoring.copy), run: run)
                 return preserved.isEmpty ? .pushed : .localKept
             }
         }
@@ -95,22 +102,26 @@ extension OfflineSyncResolver {
     /// `thenTrash` (a trash move that carried edits) the new copy is moved to the trash again.
     func recreate(_ item: inout Item, thenTrash: Bool = false, run: RunContext) async throws -> ItemReport.Outcome {
         var created: Cipher
+        // The item's files went with it: its attachments are copied from any copy this change
+        // made earlier, or recorded as not copied (`copyAttachments`).
+        let gone = AttachmentSource.gone(item.mappedServerCopy?.serverId ?? item.id)
         if let found = try await run.index.find(plannedMarkers(item, purpose: .recreate)) {
-            created = found
-            if thenTrash, let serverId = found.id, found.name != item.latest.name {
+            created = try await copyAttachments(&item, of: item.latest, from: gone, onto: found, run: run)
+            if thenTrash, let serverId = created.id, created.name != item.latest.name {
                 // The copy an earlier attempt posted holds the version planned then; the item
                 // was edited since. Record the copy as the item, then resolve the trash move
                 // against it: the later edits are pushed before it goes to the trash.
                 item.report.serverId = serverId
-                let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: found.revisionDate, reason: "recreate")
+                let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: "recreate")
                 try await record(&item, [(.recreated, mapped), (.idMapped, mapped)], local: [], run: run)
-                return try await resolveDelete(&item, serverId: serverId, base: found.revisionDate, createChain: true, run: run)
+                return try await resolveDelete(&item, serverId: serverId, base: created.revisionDate, createChain: true, run: run)
             }
         } else {
             _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: [], run: run)
             var payload = item.latest
             payload.deletedDate = nil
             created = try await createOnce(&item, purpose: .recreate, payload: payload, run: run)
+            created = try await copyAttachments(&item, of: item.latest, from: gone, onto: created, run: run)
         }
         guard thenTrash else { return try await adoptCreated(&item, created, purpose: .recreate, run: run) }
         guard let serverId = created.id else { throw ServerFailure(.unavailable, "the server answered a create without an id") }
@@ -133,17 +144,19 @@ extension OfflineSyncResolver {
     /// answer was lost. Never the name alone: another device's change can keep it.
     func ownWrites(_ item: Item, run: RunContext) throws -> OwnWrites {
         var own = OwnWrites()
-        for step in item.steps where [.pushed, .idMapped, .recreated].contains(step.type) {
+        for step in item.steps where [.pushed, .idMapped, .recreated, .restoreApplied].contains(step.type) {
             if let revision = step.outcome.revisionDate { own.revisions.insert(revision) }
         }
         for sequence in item.change.versionSequences {
             guard let event = try store.event(at: sequence, userId: run.userId), let operation = event.operation else { continue }
             switch event.type {
-            case .created, .updated: own.sent.append(operation.cipher)
+            // A restore sends no content, but the version it restores is this device's to recognise.
+            case .created, .updated, .restored: own.sent.append(operation.cipher)
             case .softDeleted: own.trashed.append(operation.cipher)
             case .hardDeleted, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
                  .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
-                 .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
+                 .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .syncAborted,
+                 .syncApplied, .reportsReviewed:
                 break
             }
         }
@@ -161,7 +174,7 @@ extension OfflineSyncResolver {
         guard let server, let base, let revision = server.revisionDate, revision != base, !own.wrote(server) else { return own }
         // Any revision the server gave this device's write to the item identifies that write:
         // revisions only grow, so no other device's change can carry one.
-        let recording: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated].map(\.rawValue))
+        let recording: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated, .restoreApplied].map(\.rawValue))
         for header in try store.log.headers(userId: run.userId, cipherId: item.id).reversed() where recording.contains(header.eventType) {
             if try store.event(at: header.sequence, userId: run.userId)?.outcome?.revisionDate == revision {
                 var more = own

@@ -22,10 +22,16 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
         case (nil, .updated): return .pending(.update)
         case (nil, .softDeleted): return .pending(.softDelete)
         case (nil, .hardDeleted): return .pending(.hardDelete)
+        // Out of the trash: the server must end with the item active, with the user's version.
+        // The server may hold the item trashed (a trash move it was sent, or its own copy) or
+        // not, so even a restore that undoes a pending trash move is a change to push.
+        case (nil, .restored), (.update, .restored), (.softDelete, .restored): return .pending(.update)
+        case (.create, .restored): return .pending(.create)
         // Never reached the server: edits stay a create, a delete leaves nothing.
         case (.create, .created), (.create, .updated): return .pending(.create)
         case (.create, .softDeleted), (.create, .hardDeleted): return .discard
         case (.update, .created), (.update, .updated): return .pending(.update)
+        // A create is never in the trash (trashing one that never reached the server discards it).
         case (.update, .softDeleted): return .pending(.softDelete)
         // A trashed item edited again is still trashed (its snapshot keeps deletedDate).
         case (.softDelete, .created), (.softDelete, .updated), (.softDelete, .softDeleted): return .pending(.softDelete)
@@ -35,8 +41,8 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
         // event type must be placed in this table before the package compiles.
         case (_, .pushed), (_, .idMapped), (_, .backupCreated), (_, .serverCopyKept), (_, .recreated), (_, .deleteApplied),
              (_, .deleteDropped), (_, .cleanedUp), (_, .resolutionFailed), (_, .resolved), (_, .clearedAfterOnlineSuccess),
-             (_, .retryRequested), (_, .createPlanned), (_, .changeDiscarded), (_, .syncAborted), (_, .syncApplied),
-             (_, .reportsReviewed):
+             (_, .retryRequested), (_, .createPlanned), (_, .changeDiscarded), (_, .restoreApplied), (_, .syncAborted),
+             (_, .syncApplied), (_, .reportsReviewed), (_, .attachmentPlanned), (_, .attachmentCopied), (_, .attachmentUnavailable):
             return existing.map { .pending($0) } ?? .discard
         }
     }
@@ -47,6 +53,9 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
     /// discarded by a delete, since the server copy must be found and deleted too.
     static func merge(_ existing: PendingChangeType?, _ operation: VaultEventType, uncertainCreate: Bool) -> Merge {
         let merged = merge(existing, operation)
+        // The trash move of a create that may be on the server, undone: a create again (the
+        // resolver finds the copy by its marker, or posts it).
+        if existing == .softDelete, operation == .restored, uncertainCreate { return .pending(.create) }
         if merged == .discard, uncertainCreate {
             return .pending(operation == .hardDeleted ? .hardDelete : .softDelete)
         }
@@ -114,6 +123,10 @@ public struct PendingChange: Codable, Sendable, Equatable {
     /// this device, so it never gets a soft-conflict backup. Set on deletes of a create that
     /// may have reached the server (``uncertainCreate``) too.
     public var startedAsCreate: Bool? = nil
+    /// The user took the item out of the trash and has not trashed or deleted it since: the
+    /// server must end with it active (a `PUT …/restore` when the server copy the resolver
+    /// leaves in place is in the trash). Nil otherwise.
+    public var restoresFromTrash: Bool? = nil
     /// The lazy fold read this change's latest operation without its cipher: ``latest`` is the
     /// placeholder until the fold reads that event (the last of ``versionSequences``) again at
     /// its end. Never true once a fold returns; not stored in checkpoints.
@@ -136,7 +149,7 @@ extension PendingChange {
     private enum CodingKeys: String, CodingKey {
         case cipherId, changeType, originalRevisionDate, offlinePasswordChangeCount, createdAt, updatedAt, latest
         case versionSequences, passwordChangeSequences, hasEdits, attempts, lastError, nextRetryAt, isDeadLetter
-        case waitingForServer, steps, startedAsCreate
+        case waitingForServer, steps, startedAsCreate, restoresFromTrash
     }
 
     /// The JSON the synthesized conformance read, and the same without `latest` (then a
@@ -160,6 +173,7 @@ extension PendingChange {
         waitingForServer = try c.decodeIfPresent(Bool.self, forKey: .waitingForServer)
         steps = try c.decodeIfPresent([ResolutionStep].self, forKey: .steps) ?? []
         startedAsCreate = try c.decodeIfPresent(Bool.self, forKey: .startedAsCreate)
+        restoresFromTrash = try c.decodeIfPresent(Bool.self, forKey: .restoresFromTrash)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -181,6 +195,7 @@ extension PendingChange {
         try c.encodeIfPresent(waitingForServer, forKey: .waitingForServer)
         try c.encode(steps, forKey: .steps)
         try c.encodeIfPresent(startedAsCreate, forKey: .startedAsCreate)
+        try c.encodeIfPresent(restoresFromTrash, forKey: .restoresFromTrash)
     }
 }
 
@@ -255,14 +270,14 @@ public struct Projection: Codable, Sendable, Equatable {
                 if let serverId = outcome.serverId { idMap[id] = serverId }
                 fallthrough
             case .pushed, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp, .createPlanned,
-                 .changeDiscarded:
+                 .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable:
                 pending[id]?.steps.append(ResolutionStep(type: event.type, sequence: event.sequence, outcome: outcome))
             case .syncAborted:
                 lastSyncAbort = outcome
             case .syncApplied:
                 lastSyncAbort = nil
                 lastSyncAppliedAt = outcome.at
-            case .created, .updated, .softDeleted, .hardDeleted, .reportsReviewed:
+            case .created, .updated, .softDeleted, .hardDeleted, .restored, .reportsReviewed:
                 break
             }
         }
@@ -324,6 +339,7 @@ public struct Projection: Codable, Sendable, Equatable {
             passwordChangeSequences: passwordChanged ? [sequence] : [],
             hasEdits: eventType == .updated,
             startedAsCreate: type == .create ? true : nil,
+            restoresFromTrash: eventType == .restored ? true : nil,
             latestIsInLog: true)
         return pending.index(forKey: id)
     }
@@ -340,6 +356,15 @@ public struct Projection: Codable, Sendable, Equatable {
         change.updatedAt = at
         change.versionSequences.append(sequence)
         if eventType == .updated { change.hasEdits = true }
+        // A restore holds until the user trashes or deletes the item again.
+        switch eventType {
+        case .restored: change.restoresFromTrash = true
+        case .softDeleted, .hardDeleted: change.restoresFromTrash = nil
+        case .created, .updated, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
+             .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
+             .changeDiscarded, .restoreApplied, .syncAborted, .syncApplied, .reportsReviewed:
+            break
+        }
         if passwordChanged {
             change.offlinePasswordChangeCount += 1
             change.passwordChangeSequences.append(sequence)

@@ -150,8 +150,9 @@ public enum DeleteDecision: Equatable, Sendable {
 
 extension CipherView {
     /// A copy of this version to keep as a new item named `name`: a fresh per-cipher key, no
-    /// id, revision or creation date (the server assigns them) or attachments (not copied), the
-    /// same folder, password history and trash state. Every backup and password-overflow copy is one.
+    /// id, revision or creation date (the server assigns them) or attachments (the resolver
+    /// uploads copies of them once the item exists), the same folder, password history and trash
+    /// state. Every backup and password-overflow copy is one.
     public func backupCopy(named name: String, random: any RandomSource) -> CipherView {
         var copy = withNewCipherKey(random: random)
         copy.id = nil

@@ -45,6 +45,12 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case alreadyGone
         /// The user discarded the pending change; the server's version (if any) replaced it.
         case discarded
+        /// The user's restore from the trash was applied: the server took the item out of its trash.
+        case restored
+        /// A copy the resolver made (a backup, a re-created item) is without one of the
+        /// attachments of the version it preserves: the file is nowhere any more (the server
+        /// deleted the item with its files). ``ResolutionRecord/reason`` names the file.
+        case attachmentNotCopied
     }
 
     /// The event's sequence in the log (also the record's identity and the cursor for
@@ -70,13 +76,13 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
 
     /// True for what a user should hear about: a backup of either side, an overflow copy, a
     /// dropped delete, the server's version kept, a re-created item, a discarded change, a merge
-    /// with another device's change.
+    /// with another device's change, an attachment a copy could not keep.
     public var isConflict: Bool {
         switch kind {
         case .serverVersionBackedUp, .localVersionBackedUp, .passwordOverflowCopy, .serverVersionKept, .deleteDropped,
-             .recreated, .discarded, .merged:
+             .recreated, .discarded, .merged, .attachmentNotCopied:
             true
-        case .pushed, .idMapped, .deleted, .alreadyGone:
+        case .pushed, .idMapped, .deleted, .alreadyGone, .restored:
             false
         }
     }
@@ -84,9 +90,9 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
     /// Which side's version the item kept, for the kinds that decide it (a merge kept both: nil).
     public var sideKept: ConflictSide? {
         switch kind {
-        case .serverVersionBackedUp, .pushed, .recreated: .local
+        case .serverVersionBackedUp, .pushed, .recreated, .restored: .local
         case .localVersionBackedUp, .serverVersionKept, .deleteDropped, .discarded: .server
-        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged: nil
+        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged, .attachmentNotCopied: nil
         }
     }
 
@@ -122,14 +128,16 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case .deleteDropped: kind = .deleteDropped
         case .cleanedUp: kind = .alreadyGone
         case .changeDiscarded: kind = .discarded
+        case .restoreApplied: kind = .restored
+        case .attachmentUnavailable: kind = .attachmentNotCopied
         case .backupCreated:
             switch body.purpose {
             case .passwordOverflow(let part): kind = .passwordOverflowCopy(part: part)
             case .backup, .create, .recreate, nil:
                 kind = body.backupOf == .server ? .serverVersionBackedUp : .localVersionBackedUp
             }
-        case .created, .updated, .softDeleted, .hardDeleted, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
-             .retryRequested, .createPlanned, .syncAborted, .syncApplied, .reportsReviewed:
+        case .created, .updated, .softDeleted, .hardDeleted, .restored, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
+             .retryRequested, .createPlanned, .attachmentPlanned, .attachmentCopied, .syncAborted, .syncApplied, .reportsReviewed:
             return nil
         }
         let isCopy = event.type == .backupCreated
@@ -140,5 +148,6 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
 
     /// The event types that make records (filtered on headers before any body is opened).
     static let reportedTypes: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated, .serverCopyKept, .deleteApplied,
-                                                 .deleteDropped, .cleanedUp, .changeDiscarded, .backupCreated].map(\.rawValue))
+                                                 .deleteDropped, .cleanedUp, .changeDiscarded, .backupCreated,
+                                                 .restoreApplied, .attachmentUnavailable].map(\.rawValue))
 }

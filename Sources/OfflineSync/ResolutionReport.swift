@@ -54,6 +54,9 @@ public struct ItemReport: Sendable, Equatable {
     /// ``outcome`` is what the run did with the version it read, and the newer version is still
     /// pending (the run's next pass, or the next sync, resolves it).
     public var newerVersionPending: Bool = false
+    /// File names of attachments a copy made in this run (a backup, a re-created item) could
+    /// not keep because their files are nowhere any more (`attachmentUnavailable` in the log).
+    public var attachmentsNotCopied: [String] = []
 
     /// Whether the item is no longer pending after the run.
     public var isSettled: Bool {

@@ -99,6 +99,9 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     /// The local change and another device's change touched different parts of the item, and
     /// the pushed version holds both (pushed): which parts came from each side.
     public var merged: MergedParts?
+    /// The attachment a copy step is about (attachmentPlanned, attachmentCopied,
+    /// attachmentUnavailable). Set after `init`; absent from every other body.
+    public var attachment: AttachmentCopy? = nil
 
     /// An outcome at `at` with the fields its type uses (see each property).
     public init(at: BitwardenDate, serverId: String? = nil, revisionDate: BitwardenDate? = nil,

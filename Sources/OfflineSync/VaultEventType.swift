@@ -12,6 +12,8 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     case softDeleted = 3
     /// Permanently deleted; the local copy is removed.
     case hardDeleted = 4
+    /// Taken out of the trash (`deletedDate` cleared); the server must end with the item active.
+    case restored = 5
 
     // Outcomes, appended by the resolver, the repository and sync.
     /// The local version is on the server (create or update); body has the server id and revision.
@@ -46,6 +48,22 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// locally. Body has the server's copy, or none when the server does not hold the item. The
     /// discarded version stays in the log (history, export).
     case changeDiscarded = 113
+    /// The item was taken out of the server's trash (`PUT …/restore`) for a pending restore;
+    /// body has the revision the server gave the restore.
+    case restoreApplied = 114
+    /// The resolver is about to upload a copy of an attachment to a copy of the item it made (a
+    /// backup, a re-created item): body's `attachment` names the attachment and the copy, and
+    /// `marker` is the copy's encrypted file name (unique), so a retry after a lost answer finds
+    /// the upload on the server instead of uploading it twice.
+    case attachmentPlanned = 115
+    /// An attachment was copied to a copy of the item the resolver made; body's `attachment` has
+    /// the new attachment's id, `revisionDate` the copy's revision after the upload.
+    case attachmentCopied = 116
+    /// An attachment of a version the resolver preserved could not be copied because its file
+    /// is nowhere any more (the server deleted the item with its files, or another device
+    /// deleted the attachment); the copy was made without it. Body's `attachment` names it and
+    /// `reason` says why, with the file name.
+    case attachmentUnavailable = 117
     /// A sync was aborted because changes are still pending (user-level; body has count and reasons).
     case syncAborted = 200
     /// A full sync replaced the local store (user-level).
@@ -68,17 +86,18 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// until it is given a kind.
     public var kind: Kind {
         switch self {
-        case .created, .updated, .softDeleted, .hardDeleted:
+        case .created, .updated, .softDeleted, .hardDeleted, .restored:
             .operation
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
-             .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned, .changeDiscarded:
+             .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned, .changeDiscarded,
+             .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable:
             .outcome
         case .syncAborted, .syncApplied, .reportsReviewed:
             .userLevel
         }
     }
 
-    /// True for the four offline operations.
+    /// True for the offline operations (created, updated, softDeleted, hardDeleted, restored).
     public var isOperation: Bool { kind == .operation }
 
     /// Whether an outcome of this type on a pending create means the create may have reached
@@ -89,9 +108,10 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         switch self {
         case .createPlanned, .idMapped:
             true
-        case .created, .updated, .softDeleted, .hardDeleted, .pushed, .backupCreated, .serverCopyKept, .recreated,
+        case .created, .updated, .softDeleted, .hardDeleted, .restored, .pushed, .backupCreated, .serverCopyKept, .recreated,
              .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
-             .retryRequested, .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
+             .retryRequested, .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable,
+             .syncAborted, .syncApplied, .reportsReviewed:
             false
         }
     }
@@ -103,6 +123,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .updated: "updated"
         case .softDeleted: "softDeleted"
         case .hardDeleted: "hardDeleted"
+        case .restored: "restored"
         case .pushed: "pushed"
         case .idMapped: "idMapped"
         case .backupCreated: "backupCreated"
@@ -117,6 +138,10 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .retryRequested: "retryRequested"
         case .createPlanned: "createPlanned"
         case .changeDiscarded: "changeDiscarded"
+        case .restoreApplied: "restoreApplied"
+        case .attachmentPlanned: "attachmentPlanned"
+        case .attachmentCopied: "attachmentCopied"
+        case .attachmentUnavailable: "attachmentUnavailable"
         case .syncAborted: "syncAborted"
         case .syncApplied: "syncApplied"
         case .reportsReviewed: "reportsReviewed"

@@ -132,8 +132,10 @@ public enum DemoStory {
                 case .deleteDropped: text = "the delete was dropped: the server copy had changed"
                 case .cleanedUp: text = "already gone on the server; cleaned up"
                 case .resolutionFailed: text = "attempt \(body.attempt ?? 0) failed: \(body.reason ?? "")"
-                case .created, .updated, .softDeleted, .hardDeleted, .resolved, .clearedAfterOnlineSuccess, .retryRequested,
-                     .createPlanned, .changeDiscarded, .syncAborted, .syncApplied, .reportsReviewed:
+                case .restoreApplied: text = "taken out of the server's trash"
+                case .created, .updated, .softDeleted, .hardDeleted, .restored, .resolved, .clearedAfterOnlineSuccess, .retryRequested,
+                     .createPlanned, .changeDiscarded, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable,
+                     .syncAborted, .syncApplied, .reportsReviewed:
                     text = nil
                 }
                 if let text { lines.append("    seq \(event.sequence): \(text)") }

@@ -125,6 +125,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `create` | `ref`, `item` | the user adds an item (online or offline) |
 /// | `update` | `ref`, `item` (fields to change) | the user edits an item |
 /// | `softDelete` / `delete` | `ref` | trash / permanent delete |
+/// | `restore` | `ref` | the user takes the item out of the trash (online or offline) |
 /// | `anotherDevice` | `ref`, `item` | another device edits the server copy |
 /// | `anotherDeviceDelete` | `ref` | another device permanently deletes it |
 /// | `anotherDeviceCreate` | `ref`, `item` | another device adds an item |
@@ -136,7 +137,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `fault` | `fault` | server fault injection (see ``ScenarioFault``) |
 /// | `crash` | `afterEffect` | the next `sync`/`resolve` crashes right after server effect n (1-based), then the device reopens its store |
 /// | `compact` | `keepDays`, `keepVersions` (defaults 30, 5) | the user's log is compacted under that retention policy, then the device reopens its store; the projection must be the same as before (skipped while the vault is locked) |
-/// | `concurrently` | `steps` | the sub-steps (`sync`, `resolve`, `create`, `update`, `softDelete`, `delete`) run at once (one task each) on the user's one shared resolver; recorded in order afterwards |
+/// | `concurrently` | `steps` | the sub-steps (`sync`, `resolve`, `create`, `update`, `softDelete`, `delete`, `restore`) run at once (one task each) on the user's one shared resolver; recorded in order afterwards |
 /// | `atEffect` | `afterEffect`, `steps` | the next `sync`/`resolve` runs the sub-steps (saves, `offline`, `online`) right after its n-th server effect, while that resolution waits for each save to return |
 /// | `openView` | `ref`, `view` | a screen reads the item's view (decrypted local copy) and keeps it under the name `view`; an `update` or `softDelete` with `view` saves from it later |
 /// | `anotherDeviceFavorite` / `anotherDeviceMove` | `ref` (`item.folder` for a move) | another device toggles the favourite flag / moves the item to a folder, keeping every encrypted field (the name included) |
@@ -144,6 +145,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `anotherDeviceReencrypt` | `ref` | another device encrypts the item again with every field unchanged (a new encrypted name) |
 /// | `coldStart` | | the app restarts: in-memory state dropped, store reopened, vaults unlocked from the stored accounts, the device's clients hold no session tokens |
 /// | `login` | | the device's clients log in again (after a `coldStart`) |
+/// | `anotherDeviceAttach` | `ref`, `attachment` | another device adds an attachment (file name and text contents) to the item |
 ///
 /// `user` picks the acting user (default: the first); `expectError` (a substring) makes the
 /// step expect a thrown error, e.g. an organization item that is never saved offline;
@@ -179,6 +181,8 @@ public struct ScenarioStep: Codable, Sendable, Equatable {
     /// `openView`: the name the view is kept under; `update` / `softDelete`: save from that view
     /// (read earlier, perhaps stale) instead of the item's current local copy.
     public var view: String?
+    /// `anotherDeviceAttach`: the attachment another device adds to the item.
+    public var attachment: ScenarioAttachment? = nil
 
     /// A step from its action and arguments; every argument defaults to nil (not given).
     public init(_ action: ScenarioAction, user: String? = nil, ref: String? = nil, item: ScenarioItem? = nil, seconds: Double? = nil,
@@ -213,6 +217,8 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
     case concurrently, atEffect, openView
     case anotherDeviceFavorite, anotherDeviceMove, anotherDeviceRestore, anotherDeviceReencrypt
     case coldStart, login
+    case restore
+    case anotherDeviceAttach
 
     /// The action's name, as in the file.
     public var description: String { rawValue }

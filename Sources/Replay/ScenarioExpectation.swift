@@ -82,6 +82,9 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
     public var folder: String?
     /// A favourite (an absent favourite flag is false; observed items give it only when true).
     public var favorite: Bool?
+    /// The item's attachments, each with its decrypted contents, in any order (observed items
+    /// give them only when the item has any; `[]` expects none).
+    public var attachments: [ScenarioAttachment]? = nil
 
     /// An expected item from the fields to compare; every field defaults to nil (not compared).
     public init(name: String? = nil, namePrefix: String? = nil, password: String? = nil, notes: String? = nil,
@@ -110,6 +113,7 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
         if let deleted { parts.append("deleted=\(deleted)") }
         if let folder { parts.append("folder=\(folder.debugDescription)") }
         if let favorite { parts.append("favorite=\(favorite)") }
+        if let attachments { parts.append("attachments=[\(attachments.sorted().map(\.description).joined(separator: ", "))]") }
         return "{" + parts.joined(separator: ", ") + "}"
     }
 }

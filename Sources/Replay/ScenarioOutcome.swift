@@ -54,7 +54,7 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// The item ref (empty for a user-level entry: a sync).
     public var ref: String
     /// `initial` (on the server before the first step), `create`, `update`, `softDelete`,
-    /// `delete` (the user), `anotherDevice`, `anotherDeviceDelete`, `syncApplied` (a sync that
+    /// `delete`, `restore` (the user), `anotherDevice`, `anotherDeviceDelete`, `syncApplied` (a sync that
     /// replaced the device's copies with the server's).
     public var action: JournalAction
     /// The plaintext saved (creates and edits; the initial content).
@@ -82,6 +82,14 @@ public struct ScenarioJournalEntry: Codable, Sendable, Equatable {
     /// copy's it replaced (false: within the second a server's out-of-date check tolerates, on
     /// the simulated clock, so a save based on that copy still goes through over the change).
     public var newRevision: Bool?
+    /// `anotherDeviceAttach`: the attachment added.
+    public var attachment: ScenarioAttachment? = nil
+    /// Another device's change: the server's copy it read was in the trash (a trash move of
+    /// this device was applied already, perhaps before a crash recorded it).
+    public var sawTrashed: Bool? = nil
+    /// `anotherDeviceAttach`: the item's revision date the server's answer gave (the attachment
+    /// is on every copy of the item with this revision or a later one).
+    public var attachedRevision: BitwardenDate? = nil
 
     /// An entry from its fields; `pendingBefore`, `user` and `kept` default to nil (not recorded).
     public init(step: Int, ref: String, action: JournalAction, content: ScenarioItem?, offline: Bool,
@@ -123,13 +131,17 @@ public enum JournalAction: String, Codable, Sendable, CaseIterable {
     case anotherDeviceRestore
     /// Another device encrypted the item again, every field unchanged.
     case anotherDeviceReencrypt
+    /// The device took the item out of the trash.
+    case restore
+    /// Another device added an attachment (``ScenarioJournalEntry/attachment``).
+    case anotherDeviceAttach
 
     /// Whether another device did it.
     public var isAnotherDevice: Bool {
         switch self {
         case .anotherDevice, .anotherDeviceDelete, .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore,
-             .anotherDeviceReencrypt: return true
-        case .initial, .create, .update, .softDelete, .delete, .syncApplied: return false
+             .anotherDeviceReencrypt, .anotherDeviceAttach: return true
+        case .initial, .create, .update, .softDelete, .delete, .syncApplied, .restore: return false
         }
     }
 }

@@ -45,12 +45,13 @@ extension Run {
             changed.deletedDate = nil
         case .offline, .online, .advance, .create, .update, .softDelete, .delete, .anotherDevice, .anotherDeviceDelete,
              .anotherDeviceCreate, .createFolder, .lock, .unlock, .sync, .resolve, .retryDeadLetters, .fault, .crash, .compact,
-             .concurrently, .atEffect, .openView, .coldStart, .login:
+             .concurrently, .atEffect, .openView, .coldStart, .login, .restore, .anotherDeviceAttach:
             throw ReplayError.badStep(index: index, reason: "'\(step.do)' is not a change that keeps the item's fields")
         }
         journal.append(.init(step: index, ref: ref, action: action, content: content(try changed.decrypt(userKey: user.userKey)),
                              offline: false, pendingBefore: isPending(ref), user: user.ref))
         let entry = journal.count - 1
+        if current.deletedDate != nil { journal[entry].sawTrashed = true }
         let answer: Cipher
         if step.do == .anotherDeviceRestore {
             answer = try await user.onOtherDevice { try await $0.restoreCipher(id: id) }

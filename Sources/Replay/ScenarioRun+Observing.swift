@@ -48,20 +48,25 @@ extension Run {
                 for _ in 0..<8 { guard let next = projection.idMap[current], next != current else { break }; chain.append(next); current = next }
                 itemIds[ref] = chain
                 let ids = Set(chain)
-                outcomes[ref] = events.filter { ids.contains($0.cipherId) && !$0.type.isOperation && $0.type != .createPlanned }
+                outcomes[ref] = events.filter { ids.contains($0.cipherId) && !$0.type.isOperation && $0.type != .createPlanned
+                                                 && $0.type != .attachmentPlanned }
                     .map(\.type.description)
                 if projection.pending.values.contains(where: { ids.contains($0.cipherId) && $0.isDeadLetter }) {
                     deadLetters[user.ref, default: []].append(ref)
                 }
             }
             let serverCiphers = try await user.onOtherDevice { try await $0.sync().ciphers }
-            server[user.ref] = try serverCiphers.map { cipher in
+            var observed: [ScenarioItemExpectation] = []
+            for cipher in serverCiphers {
                 let view = try cipher.decrypt(userKey: user.userKey)
-                return ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
-                                               passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
-                                               deleted: view.deletedDate != nil, folder: folderRef(view.folderId),
-                                               username: view.login?.username, favorite: view.favorite == true ? true : nil)
-            }.sorted { ($0.name ?? "", $0.password ?? "") < ($1.name ?? "", $1.password ?? "") }
+                var item = ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
+                                                   passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
+                                                   deleted: view.deletedDate != nil, folder: folderRef(view.folderId),
+                                                   username: view.login?.username, favorite: view.favorite == true ? true : nil)
+                item.attachments = try await serverAttachments(of: cipher, user: user)
+                observed.append(item)
+            }
+            server[user.ref] = observed.sorted { ($0.name ?? "", $0.password ?? "") < ($1.name ?? "", $1.password ?? "") }
         }
         return ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,
                                    syncResults: syncResults)

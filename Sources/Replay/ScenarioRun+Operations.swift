@@ -120,9 +120,9 @@ extension Run {
         guard let steps = step.steps, !steps.isEmpty else {
             throw ReplayError.badStep(index: index, reason: "'concurrently' needs 'steps'")
         }
-        let allowed: Set<ScenarioAction> = [.sync, .resolve, .create, .update, .softDelete, .delete]
+        let allowed: Set<ScenarioAction> = [.sync, .resolve, .create, .update, .softDelete, .delete, .restore]
         if let bad = steps.first(where: { !allowed.contains($0.do) }) {
-            throw ReplayError.badStep(index: index, reason: "'concurrently' runs sync, resolve, create, update, softDelete and delete, not '\(bad.do)'")
+            throw ReplayError.badStep(index: index, reason: "'concurrently' runs sync, resolve, create, update, softDelete, delete and restore, not '\(bad.do)'")
         }
         var operations: [PreparedOperation] = []
         for sub in steps {
@@ -156,9 +156,9 @@ extension Run {
     /// Sub-steps of `atEffect` must be saves, or the network going down or up (a blip while
     /// the resolution is in flight).
     static func expectSaves(_ steps: [ScenarioStep], in step: ScenarioStep, index: Int) throws {
-        let saves: Set<ScenarioAction> = [.create, .update, .softDelete, .delete, .offline, .online]
+        let saves: Set<ScenarioAction> = [.create, .update, .softDelete, .delete, .restore, .offline, .online]
         if let bad = steps.first(where: { !saves.contains($0.do) }) {
-            throw ReplayError.badStep(index: index, reason: "'\(step.do)' runs saves (create, update, softDelete, delete) and offline/online, not '\(bad.do)'")
+            throw ReplayError.badStep(index: index, reason: "'\(step.do)' runs saves (create, update, softDelete, delete, restore) and offline/online, not '\(bad.do)'")
         }
     }
 
@@ -178,9 +178,9 @@ extension Run {
         case .success(let outcome):
             try operation.record(outcome)
         case .failure(let error):
-            let saves: Set<ScenarioAction> = [.create, .update, .softDelete, .delete]
+            let saves: Set<ScenarioAction> = [.create, .update, .softDelete, .delete, .restore]
             if operation.wasOffline, saves.contains(operation.step.do), !(error is ReplayError),
-               !(error is ReplayCrash), !Self.isLockedVault(error) {
+               !(error is ReplayCrash), !Self.isLockedVault(error), !Self.isNothingToRestore(error) {
                 runViolations.append("invariant 10: step \(operation.index + 1): '\(operation.step.do)' of \(operation.step.ref ?? "a new item") made while offline was refused: \(error)")
             }
             throw error
@@ -189,6 +189,13 @@ extension Run {
 
     static func isLockedVault(_ error: any Error) -> Bool {
         if case .vaultLocked? = error as? OfflineSyncError { return true }
+        return false
+    }
+
+    /// A restore of an item that is not in the trash on the device: refused online and offline
+    /// alike, with nothing written (not a save lost to being offline).
+    static func isNothingToRestore(_ error: any Error) -> Bool {
+        if case .cannotRestore? = error as? OfflineSyncError { return true }
         return false
     }
 
@@ -296,6 +303,16 @@ extension Run {
                 journal.append(.init(step: index, ref: ref, action: .delete, content: nil, offline: Self.leftNothingOnServer(result),
                                      pendingBefore: pendingBefore, user: user.ref))
             }
+        case .restore:
+            let ref = try self.ref(step, index)
+            let pendingBefore = isPending(ref)
+            let (user, id) = try currentId(ref, step: index)
+            let repository = repository(user)
+            return operation(user, { .saved(try await repository.restoreCipher(id: id)) }) { [self] outcome in
+                guard case .saved(let result) = outcome else { return }
+                journal.append(.init(step: index, ref: ref, action: .restore, content: nil, offline: Self.leftNothingOnServer(result),
+                                     pendingBefore: pendingBefore, user: user.ref))
+            }
         case .sync:
             let user = try self.user(step.user, step: index)
             // Forced, as a pull-to-refresh: every sync step fetches the server's items.
@@ -318,7 +335,7 @@ extension Run {
             }, record: { _ in })
         case .offline, .online, .advance, .anotherDevice, .anotherDeviceDelete, .anotherDeviceCreate, .createFolder, .lock, .unlock,
              .retryDeadLetters, .fault, .crash, .compact, .concurrently, .atEffect, .openView, .anotherDeviceFavorite, .anotherDeviceMove,
-             .anotherDeviceRestore, .anotherDeviceReencrypt, .coldStart, .login:
+             .anotherDeviceRestore, .anotherDeviceReencrypt, .coldStart, .login, .anotherDeviceAttach:
             throw ReplayError.badStep(index: index, reason: "'\(step.do)' is not a save, sync or resolve")
         }
     }

@@ -120,7 +120,7 @@ extension Run {
             } else {
                 clock.advance(by: seconds)
             }
-        case .create, .update, .softDelete, .delete:
+        case .create, .update, .softDelete, .delete, .restore:
             try await performOperation(step, index: index)
         case .anotherDevice:
             // A real edit by a second login: read, change, write with lastKnownRevisionDate.
@@ -137,6 +137,7 @@ extension Run {
             journal.append(.init(step: index, ref: step.ref!, action: .anotherDevice, content: content(view), offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
             let entry = journal.count - 1
+            if current.deletedDate != nil { journal[entry].sawTrashed = true }
             // The fields it set, for the invariants that follow another device's changes: the
             // step's item, its folder as a ref like the content's.
             var set = changes
@@ -193,6 +194,8 @@ extension Run {
             try openView(step, index: index)
         case .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt:
             try await anotherDeviceKeepingFields(step, index: index)
+        case .anotherDeviceAttach:
+            try await anotherDeviceAttach(step, index: index)
         case .coldStart:
             try await coldStart()
         case .login:
@@ -211,6 +214,8 @@ extension Run {
     func compact(_ step: ScenarioStep, index: Int) async throws {
         let user = try self.user(step.user, step: index)
         try expectCompleteItemHistories(step: index, when: "before a compaction")
+        // The events it may remove are the record of the copies invariant 14 checks.
+        await checkAttachmentsOfCopies(when: "before the compaction at step \(index + 1)")
         guard store.isUnlocked(userId: user.userId) else { return }
         let policy = RetentionPolicy(keepDays: step.keepDays ?? RetentionPolicy.default.keepDays,
                                      keepVersions: step.keepVersions ?? RetentionPolicy.default.keepVersions)

@@ -63,7 +63,7 @@ extension ScenarioRunner {
 
     static func specificity(_ e: ScenarioItemExpectation) -> Int {
         [e.name != nil, e.namePrefix != nil, e.password != nil, e.notes != nil, e.passwordHistory != nil, e.deleted != nil,
-         e.folder != nil, e.username != nil, e.favorite != nil].filter { $0 }.count
+         e.folder != nil, e.username != nil, e.favorite != nil, e.attachments != nil].filter { $0 }.count
     }
 
     static func matches(_ want: ScenarioItemExpectation, _ got: ScenarioItemExpectation) -> Bool {
@@ -76,6 +76,7 @@ extension ScenarioRunner {
         if let deleted = want.deleted, (got.deleted ?? false) != deleted { return false }
         if let folder = want.folder, got.folder != folder { return false }
         if let favorite = want.favorite, (got.favorite ?? false) != favorite { return false }
+        if let attachments = want.attachments, (got.attachments ?? []).sorted() != attachments.sorted() { return false }
         return true
     }
 }

@@ -59,6 +59,7 @@ public struct ScenarioRunner: Sendable {
         do {
             try await run.perform()
             await run.checkPendingCounts()
+            await run.checkAttachmentsOfCopies(when: "at the end")
             let actual = try await run.observe()
             var outcome = ScenarioOutcome(name: scenario.name, mismatches: Self.compare(scenario.expect, actual),
                                           actual: actual, storePath: keepStore ? run.storePath : nil)

@@ -24,8 +24,12 @@ extension Simulation {
 
             // 3: a pending delete that met another device's change is dropped.
             if let last = own.last?.entry, last.action == .delete || last.action == .softDelete, last.offline,
+               // A change to a copy already in the trash met no trash move: that move was applied
+               // (its record lost to a crash), and the other device edited the trashed item.
                let meeting = other.first(where: { $0.entry.step > last.step && $0.entry.pendingBefore == true
-                                                  && $0.entry.applied == true && $0.entry.action != .anotherDeviceDelete })?.entry,
+                                                  && $0.entry.applied == true && $0.entry.action != .anotherDeviceDelete
+                                                  && !(last.action == .softDelete && $0.entry.sawTrashed == true
+                                                       && $0.entry.action != .anotherDeviceRestore) })?.entry,
                !other.contains(where: { $0.entry.action == .anotherDeviceDelete && $0.entry.step > last.step }) {
                 let permanent = last.action == .delete
                 if !serverItems.contains(where: { $0.name == name && (permanent || $0.deleted != true) }) {
@@ -74,7 +78,7 @@ extension Simulation {
         case .anotherDeviceMove:
             item.folder = entry.content?.folder
         case .initial, .create, .update, .softDelete, .delete, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
-             .anotherDeviceRestore, .anotherDeviceReencrypt:
+             .anotherDeviceRestore, .anotherDeviceReencrypt, .restore, .anotherDeviceAttach:
             break
         }
         return item
@@ -106,7 +110,7 @@ extension Simulation {
                         case .anotherDevice: entry.entry.changes.flatMap(field.value(in:)).map { $0 != value } ?? false
                         case .anotherDeviceMove: field == .folder
                         case .initial, .create, .softDelete, .delete, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
-                             .anotherDeviceRestore, .anotherDeviceReencrypt: false
+                             .anotherDeviceRestore, .anotherDeviceReencrypt, .restore, .anotherDeviceAttach: false
                         }
                     }
                     if setAgain { continue }

@@ -27,6 +27,9 @@ extension Simulation {
     ///    password-overflow copies only after six or more; never for a create chain; no two
     ///    identical server items;
     /// 5. nothing pending and nothing dead-lettered at the end;
+    /// 13. an item the user last restored from the trash is active on the server with the
+    ///    version restored (or, when another device's change of it won the conflict, with that
+    ///    version, the user's kept as an active backup), unless another device changed it later;
     ///
     /// and those of ``fieldAndDeleteViolations(journal:server:)`` (3, second half, 9 and 12), plus
     /// what the run saw itself (``ScenarioOutcome/runViolations``: 10, an offline save refused;
@@ -55,6 +58,14 @@ extension Simulation {
                       itemName == name || (trashed == nil && isCopy(item, of: name)) else { return false }
                 if let trashed, (item.deleted ?? false) != trashed { return false }
                 // In its folder: backups and overflow copies keep the version's folder too.
+                return item.password == content.password && item.notes == content.notes && item.folder == content.folder
+            }
+        }
+        /// `content` out of the trash on the server: the item itself or a copy of it (a backup).
+        func holdsActive(_ content: ScenarioItem) -> Bool {
+            serverItems.contains { item in
+                guard let name = content.name, let itemName = item.name, itemName == name || isCopy(item, of: name),
+                      item.deleted != true else { return false }
                 return item.password == content.password && item.notes == content.notes && item.folder == content.folder
             }
         }
@@ -125,8 +136,19 @@ extension Simulation {
                    serverItems.contains(where: { $0.name == name }) {
                     violations.append("invariant 3: \(ref): permanently deleted by the user, but the server still has it")
                 }
+            case .restore:
+                // 13: a restore the user made ends with the item active on the server (the
+                // version restored, or the version of another device's change that won, with
+                // the user's as an active backup), unless another device changed it afterwards.
+                let saved = own.last(where: { $0.content != nil && $0.step < last.step })
+                let theirs = other.filter { $0.step < last.step }.compactMap(\.content)
+                let merge = saved.flatMap { entry in entry.content.map { merged($0, savedAt: entry.step, user: entry.user, until: last.step) } }
+                if let mine = saved?.content, !touchedAfter,
+                   !([mine] + theirs + [merge].compactMap { $0 }).contains(where: { holdsActive($0) }) {
+                    violations.append("invariant 13: \(ref): restored from the trash by the user, but its version (\(mine.password ?? "-"), \(mine.notes ?? "-")) is not active on the server")
+                }
             case .initial, .create, .update, .anotherDevice, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
-                 .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt:
+                 .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt, .anotherDeviceAttach:
                 if let content = last.content, !touchedAfter, !holds(content),
                    !holds(merged(content, savedAt: last.step, user: last.user, until: last.step)) {
                     violations.append("invariant 2: \(ref): the last saved version (\(content.password ?? "-"), \(content.notes ?? "-")) is not on the server")

@@ -23,7 +23,9 @@ public enum Simulation {
     /// bursts of password changes followed by a trash move or a permanent delete, lost
     /// responses on every request type (creates and trash moves included), long offline
     /// periods with a failed sync every 30 minutes, dead-lettered items edited again, and items
-    /// that already have a password history; some items live in folders and move between them.
+    /// that already have a password history; some items live in folders and move between them;
+    /// restores from the trash, offline and online onto pending state, meeting other devices'
+    /// restores, permanent deletes and edits in the trash (``insertingRestores(into:seed:)``).
     ///
     /// With `concurrent`, 2 to 4 episodes where the library is called from several tasks at
     /// once are inserted at random points (``insertingEpisodes(into:seed:users:)``; the other
@@ -211,6 +213,7 @@ public enum Simulation {
                 steps.append(ScenarioStep(.sync, user: pick(users).ref, optional: true))
             }
         }
+        steps = insertingRestores(into: steps, seed: seed)
         // Compactions at random points, from a generator of their own so the other steps of a
         // seed stay what they were: the projection after each must be what it was before.
         var compaction = SplitMix64(seed: seed ^ 0xC0_4AC7)
@@ -221,6 +224,7 @@ public enum Simulation {
             let keepVersions = [0, 1, 2, 5][Int(compaction.next() % 4)]
             steps.insert(ScenarioStep(.compact, user: user, keepDays: keepDays, keepVersions: keepVersions), at: at)
         }
+        steps = insertingAttachments(into: steps, seed: seed, refs: refs)
         if concurrent { steps = insertingEpisodes(into: steps, seed: seed, users: users) }
         // Convergence: the server healthy, every vault unlocked, the backoff horizon passed.
         steps.append(ScenarioStep(.fault, fault: ScenarioFault(clear: true)))

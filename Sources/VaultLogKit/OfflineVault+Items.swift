@@ -65,20 +65,15 @@ extension OfflineVault {
         try await vaultCall { try await repository().deleteCipher(id: id) }
     }
 
-    /// Restores an item from the trash. Restoring needs the server: offline it throws
-    /// ``VaultError/Kind/offline`` and changes nothing, and an item with changes still waiting
-    /// for the server is refused (``VaultError/Kind/notPossible``) until they are sent.
+    /// Restores an item from the trash, with every edit made to it there. Online when the
+    /// server answers (the server's copy is stored); offline it is saved on the device and the
+    /// server follows at the next sync, as for every other change. An item with changes still
+    /// waiting for the server is restored through the resolver at once (the result says what
+    /// it did). An item that is not in the trash throws ``VaultError/Kind/notPossible`` and
+    /// nothing changes; a server refusal throws ``VaultError/Kind/rejected``.
     @discardableResult
-    public func restore(id: String) async throws -> CipherView {
-        try await vaultCall {
-            let userId = try unlockedUser()
-            guard try store.pendingState(userId: userId).pending[id] == nil else {
-                throw VaultError(.notPossible, detail: "item \(id) has changes waiting for the server; sync before restoring it")
-            }
-            let restored = try await client.restoreCipher(id: id)
-            try await store.applyLocal([.upsert(restored)], userId: userId)
-            return try restored.decrypt(userKey: store.userKey(userId: userId))
-        }
+    public func restore(id: String) async throws -> SaveResult {
+        try await vaultCall { try await repository().restoreCipher(id: id) }
     }
 
     /// The id an item has now: a screen that still holds the temporary id of an item created

@@ -49,6 +49,9 @@ public struct ConflictReport: Sendable, Equatable, Identifiable {
         case .idMapped: "\(item), created on this device, is on the server."
         case .deleted: "\(item) was deleted on the server."
         case .alreadyGone: "\(item) was already gone from the server."
+        case .restored: "\(item) was taken out of the trash on the server."
+        case .attachmentNotCopied:
+            "An attachment of \(item) could not be kept in its copy: \(record.reason ?? "its file is no longer on the server")."
         }
     }
 }

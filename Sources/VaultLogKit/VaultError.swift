@@ -106,7 +106,7 @@ public struct VaultError: Error, Sendable, Equatable, LocalizedError, CustomStri
         case .unknownAccount: .unknownAccount
         case .corruptEvent, .corruptLocalCipher, .corruptCheckpoint, .corruptAccount, .compacted, .rolledBack: .corruptStore
         case .pendingChangesNotResolved: .offline
-        case .missingCipherId, .notAFileLocation, .storeNotEmpty: .notPossible
+        case .missingCipherId, .notAFileLocation, .storeNotEmpty, .cannotRestore: .notPossible
         case .resolutionLock: .storeInUse
         }
     }

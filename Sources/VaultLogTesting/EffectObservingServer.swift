@@ -1,5 +1,6 @@
 import Foundation
 @_spi(Tools) import OfflineSync
+import VaultCrypto
 import VaultModel
 
 /// A change a ``CipherServer`` call made on the server.
@@ -12,6 +13,12 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
     case softDeleted(cipherId: String)
     /// `DELETE /api/ciphers/{id}` removed an item.
     case deleted(cipherId: String)
+    /// `PUT /api/ciphers/{id}/restore` took an item out of the trash.
+    case restored(cipherId: String)
+    /// An attachment was announced and uploaded to an item (its new attachment id).
+    case attachmentAdded(cipherId: String, attachmentId: String)
+    /// `DELETE /api/ciphers/{id}/attachment/{attachmentId}` removed an attachment.
+    case attachmentDeleted(cipherId: String, attachmentId: String)
 
     /// A short line for logs: the request and the item id, e.g. "PUT <id>" or "POST → <server id>".
     public var description: String {
@@ -20,6 +27,9 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
         case .updated(let id): "PUT \(id)"
         case .softDeleted(let id): "soft delete \(id)"
         case .deleted(let id): "DELETE \(id)"
+        case .restored(let id): "restore \(id)"
+        case .attachmentAdded(let id, let attachmentId): "attachment \(attachmentId) → \(id)"
+        case .attachmentDeleted(let id, let attachmentId): "DELETE attachment \(attachmentId) of \(id)"
         }
     }
 }
@@ -43,7 +53,7 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
 public struct EffectObservingServer: CipherServer {
     /// The server the calls go to.
     public let base: any CipherServer
-    /// Called after each create, update, trash move and delete that succeeded, before its
+    /// Called after each create, update, trash move, restore and delete that succeeded, before its
     /// answer reaches the caller (which waits for it).
     public let afterEffect: @Sendable (ServerEffect) async throws -> Void
 
@@ -85,9 +95,37 @@ public struct EffectObservingServer: CipherServer {
         try await afterEffect(.deleted(cipherId: id))
     }
 
+    /// Takes the item out of the trash on `base`, then reports `.restored`; an error
+    /// `afterEffect` throws replaces the reply.
+    public func restoreCipher(id: String) async throws -> Cipher {
+        let restored = try await base.restoreCipher(id: id)
+        try await afterEffect(.restored(cipherId: id))
+        return restored
+    }
+
     /// Passed to `base` as is: a read is not an effect.
     public func sync() async throws -> SyncSnapshot { try await base.sync() }
 
     /// Passed to `base` as is: a read is not an effect.
     public func accountRevisionDate() async throws -> Date? { try await base.accountRevisionDate() }
+
+    /// Passed to `base` as is: a read is not an effect.
+    public func downloadAttachment(cipherId: String, attachmentId: String) async throws -> [UInt8] {
+        try await base.downloadAttachment(cipherId: cipherId, attachmentId: attachmentId)
+    }
+
+    /// Adds the attachment on `base`, then reports `.attachmentAdded` with its id (the one whose
+    /// file name is `fileName`; "?" if the reply does not show it).
+    public func createAttachment(cipherId: String, fileName: EncString, key: EncString, encryptedData: [UInt8]) async throws -> Cipher {
+        let updated = try await base.createAttachment(cipherId: cipherId, fileName: fileName, key: key, encryptedData: encryptedData)
+        try await afterEffect(.attachmentAdded(cipherId: cipherId,
+                                               attachmentId: updated.attachments?.first { $0.fileName == fileName }?.id ?? "?"))
+        return updated
+    }
+
+    /// Deletes the attachment on `base`, then reports `.attachmentDeleted`.
+    public func deleteAttachment(cipherId: String, attachmentId: String) async throws {
+        try await base.deleteAttachment(cipherId: cipherId, attachmentId: attachmentId)
+        try await afterEffect(.attachmentDeleted(cipherId: cipherId, attachmentId: attachmentId))
+    }
 }

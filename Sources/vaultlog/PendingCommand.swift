@@ -147,6 +147,9 @@ struct PendingReport: Encodable {
         var lastError: String?
         var nextRetryAt: String?
         var isDeadLetter: Bool?
+        /// Restored from the trash since the last trash move: the server's copy is taken out of
+        /// its trash when the local version wins.
+        var restoresFromTrash: Bool?
         /// Resolver steps already done for this change (type and sequence).
         var steps: [String]?
 
@@ -168,6 +171,7 @@ struct PendingReport: Encodable {
             lastError = change.lastError
             nextRetryAt = change.nextRetryAt?.text
             isDeadLetter = change.isDeadLetter
+            restoresFromTrash = change.restoresFromTrash
             steps = change.steps.map { "\($0.type) (seq \($0.sequence))" }
         }
     }
@@ -186,6 +190,7 @@ struct PendingReport: Encodable {
                 if let created = item.createdAt.map(Format.time(bitwardenText:)), let updated = item.updatedAt.map(Format.time(bitwardenText:)) {
                     facts.append(created == updated ? "edited \(created)" : "edited \(created) … \(updated)")
                 }
+                if item.restoresFromTrash == true { facts.append("restored from the trash (the server's copy comes out of its trash)") }
                 Console.out("      " + facts.joined(separator: ", "))
                 if let versions = item.versionSequences, !versions.isEmpty {
                     Console.out("      versions at seq \(versions.map(String.init).joined(separator: ", "))")

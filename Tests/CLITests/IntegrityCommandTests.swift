@@ -332,6 +332,8 @@ struct EventTypeExplanationTests {
         .updated: "edited offline, password changed (based on server revision",
         .softDeleted: "moved to the trash offline (based on server revision",
         .hardDeleted: "deleted permanently offline (based on server revision",
+        .restored: "restored from the trash offline (based on server revision",
+        .restoreApplied: "restored from the server's trash (srv-1), new server revision",
         .pushed: "local version pushed to the server as srv-1, new server revision",
         .idMapped: "temporary id x is now server id srv-1",
         .backupCreated: "backup of the server copy created as bak-1, server revision 2026-01-01T00:00:00.0000000Z (conflict: server newer)",
@@ -349,6 +351,9 @@ struct EventTypeExplanationTests {
         .syncApplied: "full sync applied",
         .changeDiscarded: "the pending change was discarded on request; the server's version replaced the local copy",
         .reportsReviewed: "resolution reports up to seq 1 marked as reviewed",
+        .attachmentPlanned: "about to copy an attachment to item bak-1",
+        .attachmentCopied: "attachment copied to item bak-1 as att-2",
+        .attachmentUnavailable: "attachment not copied: attachment \"scan.pdf\" was not copied",
     ]
 
     final class Store: Sendable {
@@ -373,7 +378,7 @@ struct EventTypeExplanationTests {
                 } else {
                     var outcome = OutcomeBody(at: at)
                     switch type {
-                    case .pushed, .idMapped: outcome.serverId = "srv-1"; outcome.revisionDate = at
+                    case .pushed, .idMapped, .restoreApplied: outcome.serverId = "srv-1"; outcome.revisionDate = at
                     case .recreated: outcome.serverId = "srv-2"
                     case .backupCreated:
                         outcome.backupId = "bak-1"; outcome.backupOf = .server; outcome.sourceRevisionDate = base
@@ -384,7 +389,11 @@ struct EventTypeExplanationTests {
                     case .syncAborted: outcome.pendingCount = 3; outcome.reason = "server unreachable"
                     case .changeDiscarded: outcome.serverId = "srv-1"; outcome.cipher = cipher
                     case .reportsReviewed: outcome.sourceSequence = 1
-                    case .created, .updated, .softDeleted, .hardDeleted, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,
+                    case .attachmentPlanned, .attachmentCopied, .attachmentUnavailable:
+                        outcome.attachment = AttachmentCopy(sourceCipherId: "srv-1", sourceAttachmentId: "att-1", targetCipherId: "bak-1",
+                                                            targetAttachmentId: type == .attachmentCopied ? "att-2" : nil)
+                        if type == .attachmentUnavailable { outcome.reason = "attachment \"scan.pdf\" was not copied to item bak-1: gone" }
+                    case .created, .updated, .softDeleted, .hardDeleted, .restored, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,
                          .clearedAfterOnlineSuccess, .retryRequested, .syncApplied: break
                     }
                     body = .outcome(outcome)

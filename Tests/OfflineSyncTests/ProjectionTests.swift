@@ -20,9 +20,13 @@ import VaultLogTesting
         (.softDelete, .softDeleted, .pending(.softDelete)), (.softDelete, .hardDeleted, .pending(.hardDelete)),
         (.hardDelete, .created, .pending(.hardDelete)), (.hardDelete, .updated, .pending(.hardDelete)),
         (.hardDelete, .softDeleted, .pending(.hardDelete)), (.hardDelete, .hardDeleted, .pending(.hardDelete)),
+        // A restore: the server must end with the item active, so even one undoing a pending
+        // trash move is an update to push; a create stays a create; nothing follows a delete.
+        (nil, .restored, .pending(.update)), (.create, .restored, .pending(.create)), (.update, .restored, .pending(.update)),
+        (.softDelete, .restored, .pending(.update)), (.hardDelete, .restored, .pending(.hardDelete)),
     ]
 
-    @Test(arguments: 0..<20)
+    @Test(arguments: 0..<25)
     func typeMerge_everyPair(row: Int) {
         let (existing, operation, expected) = Self.mergeTable[row]
         #expect(PendingChangeType.merge(existing, operation) == expected, "\(String(describing: existing)) + \(operation)")
@@ -30,7 +34,7 @@ import VaultLogTesting
 
     @Test func typeMergeTable_coversEveryPair() {
         let pairs = Set(Self.mergeTable.map { "\(String(describing: $0.0))+\($0.1)" })
-        #expect(pairs.count == 5 * 4)
+        #expect(pairs.count == 5 * 5)
     }
 
     // MARK: fold rules
@@ -111,7 +115,7 @@ import VaultLogTesting
         for seq in 1...UInt64(count) {
             let user = users[Int(rng.next() % 3)]
             let id = "c\(rng.next() % 6)"
-            let roll = rng.next() % 22
+            let roll = rng.next() % 23
             switch roll {
             // Plans and mappings of creates: a delete must then keep the item pending (uncertain create).
             case 20: events.append(outcome(seq, .createPlanned, id, user: user))
@@ -126,6 +130,7 @@ import VaultLogTesting
             case 17: events.append(outcome(seq, .retryRequested, id, user: user))
             case 18: events.append(outcome(seq, .syncAborted, "", user: user))
             case 21: events.append(outcome(seq, .idMapped, id, user: user))
+            case 22: events.append(op(seq, .restored, id, user: user))
             default: events.append(outcome(seq, .clearedAfterOnlineSuccess, id, user: user))
             }
         }
@@ -142,6 +147,26 @@ import VaultLogTesting
         #expect(uncertain.pending["t"]?.changeType == .softDelete)
         #expect(uncertain.pending["t"]?.uncertainCreate == true)
         #expect(uncertain.pending["t"]?.startedAsCreate == true)
+    }
+
+    @Test func restore_holdsUntilTheNextTrashMove() {
+        let restored = Projection.fold(userId: "u", [Self.op(1, .softDeleted, "c"), Self.op(2, .restored, "c"), Self.op(3, .updated, "c")])
+        #expect(restored.pending["c"]?.changeType == .update)
+        #expect(restored.pending["c"]?.restoresFromTrash == true)
+        #expect(restored.pending["c"]?.originalRevisionDate == Self.at(5))
+        let trashedAgain = Projection.fold(userId: "u", [Self.op(1, .restored, "c"), Self.op(2, .softDeleted, "c")])
+        #expect(trashedAgain.pending["c"]?.changeType == .softDelete)
+        #expect(trashedAgain.pending["c"]?.restoresFromTrash == nil)
+    }
+
+    @Test func uncertainCreate_trashedThenRestored_isACreateAgain() {
+        let events = [Self.op(1, .created, "t", base: nil), Self.outcome(2, .createPlanned, "t"),
+                      Self.op(3, .softDeleted, "t"), Self.op(4, .restored, "t")]
+        let p = Projection.fold(userId: "u", events)
+        #expect(p.pending["t"]?.changeType == .create)
+        var headers = HeaderProjection()
+        for event in events { headers.apply(event.header) }
+        #expect(headers.pending["t"] == .create)
     }
 
     @Test func newEdit_resetsAttemptsBackoffAndDeadLetter() {

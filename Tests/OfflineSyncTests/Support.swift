@@ -96,6 +96,16 @@ final class ScriptedServer: CipherServer, Sendable {
         put(cipher)
     }
 
+    func restoreCipher(id: String) async throws -> Cipher {
+        try call("restore")
+        guard var cipher = cipher(id) else { throw HTTPStatusError(status: 404) }
+        guard cipher.deletedDate != nil else { return cipher }
+        cipher.deletedDate = nil
+        bump(&cipher)
+        put(cipher)
+        return cipher
+    }
+
     func deleteCipher(id: String) async throws {
         try call("delete")
         guard cipher(id) != nil else { throw HTTPStatusError(status: 404) }
@@ -105,6 +115,20 @@ final class ScriptedServer: CipherServer, Sendable {
     func sync() async throws -> SyncSnapshot {
         try call("sync")
         return SyncSnapshot(ciphers: state.withLock { Array($0.ciphers.values) })
+    }
+
+    // Attachments are tested against the emulator (ResolverTests); this script has none.
+    func downloadAttachment(cipherId: String, attachmentId: String) async throws -> [UInt8] {
+        try call("downloadAttachment")
+        throw HTTPStatusError(status: 404)
+    }
+    func createAttachment(cipherId: String, fileName: EncString, key: EncString, encryptedData: [UInt8]) async throws -> Cipher {
+        try call("createAttachment")
+        throw HTTPStatusError(status: 404)
+    }
+    func deleteAttachment(cipherId: String, attachmentId: String) async throws {
+        try call("deleteAttachment")
+        throw HTTPStatusError(status: 404)
     }
 }
 

@@ -286,6 +286,23 @@ struct EffectHookServer: CipherServer {
         try await base.deleteCipher(id: id)
         try await afterEffect(.deleted(cipherId: id))
     }
+    func restoreCipher(id: String) async throws -> Cipher {
+        let restored = try await base.restoreCipher(id: id)
+        try await afterEffect(.restored(cipherId: id))
+        return restored
+    }
     func sync() async throws -> SyncSnapshot { try await base.sync() }
     func accountRevisionDate() async throws -> Date? { try await base.accountRevisionDate() }
+    func downloadAttachment(cipherId: String, attachmentId: String) async throws -> [UInt8] {
+        try await base.downloadAttachment(cipherId: cipherId, attachmentId: attachmentId)
+    }
+    func createAttachment(cipherId: String, fileName: EncString, key: EncString, encryptedData: [UInt8]) async throws -> Cipher {
+        let updated = try await base.createAttachment(cipherId: cipherId, fileName: fileName, key: key, encryptedData: encryptedData)
+        try await afterEffect(.attachmentAdded(cipherId: cipherId, attachmentId: updated.attachments?.last?.id ?? "?"))
+        return updated
+    }
+    func deleteAttachment(cipherId: String, attachmentId: String) async throws {
+        try await base.deleteAttachment(cipherId: cipherId, attachmentId: attachmentId)
+        try await afterEffect(.attachmentDeleted(cipherId: cipherId, attachmentId: attachmentId))
+    }
 }

@@ -105,7 +105,7 @@ import VaultLogTesting
     /// For each row and each server side effect k: crash right after effect k (before its
     /// outcome event), drop all in-memory state, reopen the store, resolve again. Every crash
     /// point ends with the right server state, one backup at most, nothing pending.
-    @Test(arguments: rows)
+    @Test(arguments: rows + restoreRows)
     func crashAfterEveryServerEffect_resolvesExactlyOnce(row: Row) async throws {
         var crashPoint = 0
         while true {

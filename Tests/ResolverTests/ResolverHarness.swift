@@ -211,9 +211,19 @@ final class InterceptingServer: CipherServer, Sendable {
     }
     func softDeleteCipher(id: String) async throws { try await inner.softDeleteCipher(id: id) }
     func deleteCipher(id: String) async throws { try await inner.deleteCipher(id: id) }
+    func restoreCipher(id: String) async throws -> Cipher { try await inner.restoreCipher(id: id) }
     func sync() async throws -> SyncSnapshot {
         try await maybeFire("beforeSync")
         return try await inner.sync()
+    }
+    func downloadAttachment(cipherId: String, attachmentId: String) async throws -> [UInt8] {
+        try await inner.downloadAttachment(cipherId: cipherId, attachmentId: attachmentId)
+    }
+    func createAttachment(cipherId: String, fileName: EncString, key: EncString, encryptedData: [UInt8]) async throws -> Cipher {
+        try await inner.createAttachment(cipherId: cipherId, fileName: fileName, key: key, encryptedData: encryptedData)
+    }
+    func deleteAttachment(cipherId: String, attachmentId: String) async throws {
+        try await inner.deleteAttachment(cipherId: cipherId, attachmentId: attachmentId)
     }
 }
 

@@ -64,7 +64,7 @@ struct CLIError: Error, CustomStringConvertible {
         case let error as OfflineSyncError:
             switch error {
             case .vaultLocked, .unknownAccount: return .key("\(error)")
-            case .compacted: return .usage("\(error)")
+            case .compacted, .cannotRestore: return .usage("\(error)")
             case .corruptEvent, .missingCipherId, .corruptLocalCipher, .corruptCheckpoint, .corruptAccount,
                  .pendingChangesNotResolved, .notAFileLocation, .storeNotEmpty, .resolutionLock, .rolledBack:
                 return .storage("\(dataFile): \(error)")

@@ -141,6 +141,9 @@ struct EventRecord: Encodable {
         case .hardDeleted:
             guard event != nil else { return "deleted permanently offline" }
             return "deleted permanently offline" + base + ":" + item
+        case .restored:
+            guard event != nil else { return "restored from the trash offline" }
+            return "restored from the trash offline" + base + ":" + item
         case .pushed:
             guard let out else { return "local version pushed to the server" }
             if let merged = out.merged {
@@ -207,6 +210,19 @@ struct EventRecord: Encodable {
             return out.cipher == nil
                 ? "the pending change was discarded on request; the server does not hold the item, so it was removed locally"
                 : "the pending change was discarded on request; the server's version replaced the local copy (the discarded version stays in this history)"
+        case .restoreApplied:
+            guard let out else { return "restored from the server's trash" }
+            return "restored from the server's trash" + (out.serverId.map { " (\($0))" } ?? "")
+                + (out.revisionDate.map { ", new server revision \($0.text)" } ?? "")
+        case .attachmentPlanned:
+            guard let out else { return "about to copy an attachment to a copy of the item" }
+            return "about to copy an attachment to item \(out.attachment?.targetCipherId ?? "?") (marker recorded, so a retry finds the upload instead of uploading it twice)"
+        case .attachmentCopied:
+            guard let out else { return "an attachment was copied to a copy of the item" }
+            return "attachment copied to item \(out.attachment?.targetCipherId ?? "?") as \(out.attachment?.targetAttachmentId ?? "?")" + why
+        case .attachmentUnavailable:
+            guard let out else { return "an attachment could not be copied: its file is gone" }
+            return "attachment not copied: " + (out.reason ?? "its file is no longer on the server")
         case .reportsReviewed:
             return "resolution reports up to seq \(out?.sourceSequence.map(String.init) ?? "?") marked as reviewed"
         }
