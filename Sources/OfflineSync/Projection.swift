@@ -362,7 +362,8 @@ public struct Projection: Codable, Sendable, Equatable {
         case .softDeleted, .hardDeleted: change.restoresFromTrash = nil
         case .created, .updated, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
              .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
-             .changeDiscarded, .restoreApplied, .syncAborted, .syncApplied, .reportsReviewed:
+             .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .syncAborted,
+             .syncApplied, .reportsReviewed:
             break
         }
         if passwordChanged {
