@@ -7,16 +7,16 @@ import Foundation
 /// before it.
 ///
 /// Filled by one thread, then only read, so the threads that open a batch share it (a value)
-/// without a lock. Made from owned strings and compared byte for byte, so a lookup returns exactly the string the
-/// header holds, or nil (the header then makes its own, as without a table).
+/// without a lock. Made from owned strings and compared byte for byte, so a lookup returns
+/// exactly the string the header holds, or nil (the header then makes its own).
 package struct KnownIds: Sendable {
     /// Open addressing, a power of two long: each slot's ``hash(_:)`` (0: empty) and its id.
     private var hashes: [UInt64]
     private var ids: [String]
     private let mask: Int
 
-    /// An empty table with room for `capacity` ids (more only cost longer probes until half full,
-    /// then are not kept).
+    /// An empty table with room for `capacity` ids (more are kept until it is half full, then
+    /// dropped: a lookup of a dropped id gives nil).
     package init(capacity: Int) {
         let size = max(16, (capacity * 2).nextPowerOfTwo)
         hashes = [UInt64](repeating: 0, count: size)
