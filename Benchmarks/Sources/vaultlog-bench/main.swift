@@ -69,67 +69,74 @@ func runLogBench(arguments: [String]) throws {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-switch arguments.first {
-case "suite":
-    do {
-        try await runSuite(arguments: Array(arguments.dropFirst()))
-    } catch {
-        FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-        exit(1)
-    }
-case "log":
-    try runLogBench(arguments: Array(arguments.dropFirst()))
-case "profile-crypto":
-    // A loop to run under a profiler: EncString encrypt + serialize + parse + decrypt of 4 KiB.
-    let key = SymmetricCryptoKey.generate()
-    let block = [UInt8](repeating: 0x42, count: 4096)
-    for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 20_000) {
-        let bytes = EncString.encrypt(block, key: key).serializedBytes
-        _ = try EncString(parsing: bytes).decrypt(key: key)
-    }
-case "profile-json":
-    // A loop to run under a profiler: a login cipher's stored JSON (`SortedJSONEncoder`).
-    let key = SymmetricCryptoKey.generate()
-    let view = CipherView(type: .login, name: "Bank account", notes: "Security questions: first pet Rex, street Elm",
-                          login: LoginView(username: "user@example.com", password: "correct horse battery staple",
-                                           uris: [LoginUriView(uri: "https://bank.example.com/login")]))
-    let cipher = try view.encrypt(userKey: key)
-    for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 200_000) { _ = try SortedJSONEncoder().encode(cipher) }
-case "profile-save":
-    // A loop to run under a profiler: durable offline saves of one item.
-    try withScratchDirectory("profile-save") { dir in
-        let key = SymmetricCryptoKey.generate()
-        var view = CipherView(type: .login, name: "Bank", notes: "n", login: LoginView(username: "u", password: "p"))
-        view.id = UUID().uuidString.lowercased()
-        let cipher = try view.encrypt(userKey: key)
-        let store = try VaultLogStore(path: dir)
-        store.unlock(userId: "u", userKey: key)
-        for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 2000) {
-            try store.append(userId: "u", cipherId: cipher.id!, type: .updated,
-                             body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: nil, at: BitwardenDate(Date()))),
-                             localChanges: [.upsert(cipher)])
+/// A subcommand's error (a missing directory, an unknown option value, a store that cannot be
+/// read) ends the run with its message and exit status 1, not a crash report.
+do {
+    switch arguments.first {
+    case "suite":
+        do {
+            try await runSuite(arguments: Array(arguments.dropFirst()))
+        } catch {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            exit(1)
         }
-        store.close()
-    }
-case "profile-fold":
-    try runProfileFold(arguments: Array(arguments.dropFirst()))
-case "save-worker":
-    try runSaveWorker(arguments: Array(arguments.dropFirst()))
-case "breakdown":
-    try runBreakdownBench(arguments: Array(arguments.dropFirst()))
-case "resolver":
-    try await runResolverBench(arguments: Array(arguments.dropFirst()))
-default:
-    FileHandle.standardError.write(Data("""
-        usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
-               vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--merge-interval N] [--append-only] [--calls]
-               vaultlog-bench breakdown [--events N]
-               vaultlog-bench profile-fold DIR [--events N] [--headers | --floor [--mac]] [--rounds R]
-               vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
-               vaultlog-bench save-worker DIR --key BASE64 --user ID --worker W --saves N   (the concurrency group's child process)
+    case "log":
+        try runLogBench(arguments: Array(arguments.dropFirst()))
+    case "profile-crypto":
+        // A loop to run under a profiler: EncString encrypt + serialize + parse + decrypt of 4 KiB.
+        let key = SymmetricCryptoKey.generate()
+        let block = [UInt8](repeating: 0x42, count: 4096)
+        for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 20_000) {
+            let bytes = EncString.encrypt(block, key: key).serializedBytes
+            _ = try EncString(parsing: bytes).decrypt(key: key)
+        }
+    case "profile-json":
+        // A loop to run under a profiler: a login cipher's stored JSON (`SortedJSONEncoder`).
+        let key = SymmetricCryptoKey.generate()
+        let view = CipherView(type: .login, name: "Bank account", notes: "Security questions: first pet Rex, street Elm",
+                              login: LoginView(username: "user@example.com", password: "correct horse battery staple",
+                                               uris: [LoginUriView(uri: "https://bank.example.com/login")]))
+        let cipher = try view.encrypt(userKey: key)
+        for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 200_000) { _ = try SortedJSONEncoder().encode(cipher) }
+    case "profile-save":
+        // A loop to run under a profiler: durable offline saves of one item.
+        try withScratchDirectory("profile-save") { dir in
+            let key = SymmetricCryptoKey.generate()
+            var view = CipherView(type: .login, name: "Bank", notes: "n", login: LoginView(username: "u", password: "p"))
+            view.id = UUID().uuidString.lowercased()
+            let cipher = try view.encrypt(userKey: key)
+            let store = try VaultLogStore(path: dir)
+            store.unlock(userId: "u", userKey: key)
+            for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 2000) {
+                try store.append(userId: "u", cipherId: cipher.id!, type: .updated,
+                                 body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: nil, at: BitwardenDate(Date()))),
+                                 localChanges: [.upsert(cipher)])
+            }
+            store.close()
+        }
+    case "profile-fold":
+        try runProfileFold(arguments: Array(arguments.dropFirst()))
+    case "save-worker":
+        try runSaveWorker(arguments: Array(arguments.dropFirst()))
+    case "breakdown":
+        try runBreakdownBench(arguments: Array(arguments.dropFirst()))
+    case "resolver":
+        try await runResolverBench(arguments: Array(arguments.dropFirst()))
+    default:
+        FileHandle.standardError.write(Data("""
+            usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
+                   vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--merge-interval N] [--append-only] [--calls]
+                   vaultlog-bench breakdown [--events N]
+                   vaultlog-bench profile-fold DIR [--events N] [--headers | --floor [--mac]] [--rounds R]
+                   vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
+                   vaultlog-bench save-worker DIR --key BASE64 --user ID --worker W --saves N   (the concurrency group's child process)
 
-        """.utf8))
-    exit(2)
+            """.utf8))
+        exit(2)
+    }
+} catch {
+    FileHandle.standardError.write(Data("vaultlog-bench: \(error)\n".utf8))
+    exit(1)
 }
 
 /// `vaultlog-bench suite`: the eight comparison groups; one JSON object per figure on stdout,
