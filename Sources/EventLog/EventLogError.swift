@@ -9,6 +9,9 @@ import VaultCrypto
 public enum EventLogError: Error, Sendable, CustomStringConvertible {
     /// The store was written by a newer VaultLog.
     case newerStoreFormat(found: Int, supported: Int)
+    /// The store at `path` was written by an older VaultLog (format `found`) and was opened
+    /// read-only, so it cannot be upcast to `current`.
+    case olderStoreFormat(path: String, found: Int, current: Int)
     /// The store's format marker is unreadable.
     case corruptMetadata(String)
     /// A checkpoint failed authentication or is malformed.
@@ -33,6 +36,8 @@ public enum EventLogError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .newerStoreFormat(let found, let supported):
             return "store format v\(found) is newer than this build supports (v\(supported)); upgrade VaultLog to read it (nothing was changed)"
+        case .olderStoreFormat(let path, let found, let current):
+            return "\(path): store format v\(found) was written by an older VaultLog; this build reads v\(current), and a read-only open cannot upcast it (nothing was changed). Upcast it in place once with 'vaultlog upgrade \(path)' (one transaction: a crash leaves the old store), then read it again"
         case .corruptMetadata(let what):
             return "store metadata is corrupt (\(what)); run 'vaultlog verify' for a full report"
         case .checkpoint(let what):

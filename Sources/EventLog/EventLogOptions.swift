@@ -22,6 +22,11 @@ public struct EventLogOptions: Sendable {
     /// 0 indexes every event's item with the event.
     public var itemIndexMergeInterval = 32_768
 
+    /// Called inside the upcast of a format 1–5 store with the number of user entries moved so
+    /// far; an error it throws aborts the upcast's transaction (tests: an upcast cut short
+    /// leaves the old store).
+    package var upcastInterruption: (@Sendable (_ moved: Int) throws -> Void)?
+
     /// The defaults described on each property.
     public init() {}
 }

@@ -17,8 +17,9 @@ import VaultCrypto
 /// ```
 ///
 /// Databases: `events` (big-endian `UInt64` sequence → envelope, appended with `MDB_APPEND`),
-/// `index` (user → sequences; merge generation + user + cipher → sequences, up to
-/// `meta["itemIndexedThrough"]`, and user + cipher → sequences in a store of format 1–4),
+/// `users` (user → its sequences, ``UserIndex``), `index` (merge generation + user + cipher →
+/// sequences, up to `meta["itemIndexedThrough"]`, and user + cipher → sequences in a store of
+/// format 1–4),
 /// `checkpoints` (sealed projections), `meta` (format version).
 /// The domain adds its own tables with ``openSideTable(_:)`` and writes them together with
 /// events in one transaction through ``write(_:)``.
@@ -39,7 +40,11 @@ public final class EventLogStore: Sendable {
     /// 5: a merge's item entries go under its generation (``IndexKey/itemTag``), appended at
     /// the index's end; an older build would not see them. The entries of a format 1–4 store
     /// stay as they are and are still read; its mark too.
-    public static let storeFormatVersion = 5
+    /// 6: the user index is the `users` database (``UserIndex``: each user's sequences packed
+    /// in a tree of their own, appended at its end); an older build would find no user's events.
+    /// A format 1–5 store opened writable is upcast in one transaction (its `0x01` entries move
+    /// from `index` to `users`); opened read-only it is refused (``EventLogError/olderStoreFormat(path:found:current:)``).
+    public static let storeFormatVersion = 6
 
     /// The LMDB environment: the package's own plumbing, never API (``StorageOptions`` opens
     /// it, ``sizes()`` reports on it).
@@ -48,6 +53,8 @@ public final class EventLogStore: Sendable {
     public var path: String { environment.path }
     let events: Database
     let index: Database
+    /// The user index (``UserIndex``).
+    let users: Database
     let checkpoints: Database
     let meta: Database
     /// Per user, the sealed head record (last sequence and chain value); nil only in a store
@@ -94,10 +101,14 @@ public final class EventLogStore: Sendable {
                 // Creates the store's marker, or upcasts an older store: the marker, the `heads`
                 // and `snapshots` databases and the item index mark change together; no event
                 // is rewritten.
-                let metaDatabase = meta, eventsDatabase = events
-                (heads, snapshots) = try environment.write { txn in
+                let metaDatabase = meta, eventsDatabase = events, indexDatabase = index
+                (heads, snapshots, users) = try environment.write { txn in
                     let heads = try txn.openDatabase("heads", create: true)
                     let snapshots = try txn.openDatabase("snapshots", create: true)
+                    let users = try txn.openDatabase(UserIndex.databaseName, create: true, fixedSizeDuplicates: true)
+                    if let stored, stored < Self.userDatabaseFormatVersion {
+                        _ = try Self.moveUserEntries(txn, index: indexDatabase, users: users, interruption: options.upcastInterruption)
+                    }
                     if stored != Self.storeFormatVersion {
                         try txn.put(metaDatabase, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)])
                     }
@@ -109,12 +120,14 @@ public final class EventLogStore: Sendable {
                         }
                         try txn.put(metaDatabase, key: LogReader.itemIndexedThroughKey, value: sequenceKey(stored == nil ? 0 : indexed))
                     }
-                    return (heads, snapshots)
+                    return (heads, snapshots, users)
                 }
                 if let stored, stored < Self.storeFormatVersion {
                     options.logger.info("store upcast", metadata: ["path": "\(path)", "from": "\(stored)", "to": "\(Self.storeFormatVersion)"])
                 }
             } else {
+                try Self.checkReadable(path: path, stored: stored)
+                users = try environment.openExistingDatabases([UserIndex.databaseName])[0]
                 heads = (try? environment.openExistingDatabases(["heads"]))?.first
                 snapshots = (try? environment.openExistingDatabases(["snapshots"]))?.first
             }
@@ -148,7 +161,7 @@ public final class EventLogStore: Sendable {
     /// Opens (creating) a domain database in this environment; the domain's own are
     /// ``SideTable``s (``openSideTable(_:)``).
     package func openDatabase(_ name: String) throws -> Database {
-        precondition(!["events", "index", "checkpoints", "meta", "heads", "snapshots"].contains(name), "\(name) is reserved by EventLog")
+        precondition(!["events", "index", "checkpoints", "meta", "heads", "snapshots", UserIndex.databaseName].contains(name), "\(name) is reserved by EventLog")
         return try environment.openDatabase(name, create: !environment.options.readOnly)
     }
 

@@ -89,10 +89,10 @@ struct HeadRecord: Equatable {
 /// keeps the entries in one flat array.
 struct GroupedIndexEntries: Sendable {
     /// Each group's key prefix, groups in key order.
-    private let prefixes: [[UInt8]]
+    let prefixes: [[UInt8]]
     /// The values of group `g` at `values[starts[g]..<starts[g + 1]]`, in the order given.
-    private let starts: [Int]
-    private let values: [UInt64]
+    let starts: [Int]
+    let values: [UInt64]
 
     /// `groups[e]` is entry `e`'s index into `prefixes`, `values[e]` its sequence (or offset,
     /// see ``forEachKey(adding:_:)``); each group's values must grow.
@@ -140,9 +140,11 @@ struct GroupedIndexEntries: Sendable {
     }
 }
 
-/// A batch's entries under its users (one per event), in key order. Built with the sealed
-/// batch (off the transaction's thread in a bulk append), used by the transaction that puts
-/// it. The entries under each user and item follow in merges (``LogTransaction/mergeItemIndexIfDue()``).
+/// A batch's entries under its users (one per event): per user (its ``UserIndex`` key), the
+/// offsets of its events in the batch. Built with the sealed batch (off the transaction's
+/// thread in a bulk append), used by the transaction that puts it
+/// (``LogTransaction/putUserEntries(_:first:)``). The entries under each item follow in
+/// merges (``LogTransaction/mergeItemIndexIfDue()``).
 struct BatchIndexEntries: Sendable {
     let entries: GroupedIndexEntries
     /// The position of each user's (by slot) last event in the batch.
@@ -153,7 +155,7 @@ struct BatchIndexEntries: Sendable {
         var lastEventOfUser = [Int](repeating: 0, count: users.ids.count)
         for (i, slot) in users.slots.enumerated() { lastEventOfUser[slot] = i }
         self.lastEventOfUser = lastEventOfUser
-        entries = GroupedIndexEntries(prefixes: users.ids.map(IndexKey.userPrefix), groups: users.slots.map { Int32($0) },
+        entries = GroupedIndexEntries(prefixes: users.ids.map(UserIndex.key), groups: users.slots.map { Int32($0) },
                                       values: users.slots.indices.map { UInt64($0) })
     }
 }

@@ -121,7 +121,7 @@ public struct LogReader {
         guard after < .max else { return [] }
         guard let cipherId else {
             var out: [UInt64] = []
-            try collect(under: IndexKey.userPrefix(userId), after: after, through: .max, into: &out)
+            try forEachUserEntry(userId: userId, after: after) { sequence, _ in out.append(sequence); return true }
             return out
         }
         let indexedThrough = try itemIndexedThrough()
@@ -181,29 +181,17 @@ public struct LogReader {
 
     /// The sequence of the user's first event (from the index), or nil.
     package func firstSequence(userId: String) throws -> UInt64? {
-        let prefix = IndexKey.userPrefix(userId)
-        var found: UInt64?
-        try transaction.scan(store.index, from: prefix) { key, _ in
-            if key.count == prefix.count + 8, key.starts(with: prefix) { found = readBE(key, at: prefix.count, as: UInt64.self) }
-            return false
-        }
-        return found
+        try userEntry(userId: userId, last: false)
     }
 
     /// The sequence of the user's last event (from the index), or nil.
     public func lastSequence(userId: String) throws -> UInt64? {
-        let prefix = IndexKey.userPrefix(userId)
-        var found: UInt64?
-        try transaction.scan(store.index, from: prefix + [UInt8](repeating: 0xFF, count: 8), reverse: true) { key, _ in
-            if key.count == prefix.count + 8, key.starts(with: prefix) { found = readBE(key, at: prefix.count, as: UInt64.self) }
-            return false
-        }
-        return found
+        try userEntry(userId: userId, last: true)
     }
 
     /// Whether the index lists an event of `userId` at `sequence`.
     public func hasEvent(userId: String, at sequence: UInt64) throws -> Bool {
-        try transaction.get(store.index, key: IndexKey.user(userId, sequence)) != nil
+        try hasUserEntry(userId: userId, at: sequence)
     }
 
     /// Visits the headers of a user's events after `after`, in order, through the index and
@@ -232,18 +220,15 @@ public struct LogReader {
     func forEachIndexedEvent(userId: String, after: UInt64,
                              _ body: (_ sequence: UInt64, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
         guard after < .max else { return }
-        let prefix = IndexKey.userPrefix(userId)
         try transaction.withCursor(store.events) { events in
             var previous: UInt64?
-            try transaction.scan(store.index, from: prefix + sequenceKey(after + 1)) { key, _ in
-                guard key.count == prefix.count + 8, Self.bytes(key, startWith: prefix) else { return false }
-                let sequence = readBE(key, at: prefix.count, as: UInt64.self)
+            try forEachUserEntry(userId: userId, after: after) { sequence, key in
                 var entry: Cursor.Entry?
                 if let previous, previous &+ 1 == sequence, let next = try events.next(),
                    next.key.count == 8, readBE(next.key, at: 0, as: UInt64.self) == sequence {
                     entry = next
                 } else {
-                    entry = try events.find(UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
+                    entry = try events.find(key)
                 }
                 guard let entry else {
                     previous = nil
@@ -286,22 +271,7 @@ public struct LogReader {
 
     /// The user ids that have events (from the index, no key needed).
     public func userIds() throws -> [String] {
-        var users: [String] = []
-        var cursorKey: [UInt8] = [IndexKey.userTag]
-        while true {
-            var found: String?
-            try transaction.scan(store.index, from: cursorKey) { key, _ in
-                guard key.first == IndexKey.userTag, key.count > 2 else { return false }
-                let length = Int(key[1])
-                guard key.count >= 2 + length else { return false }
-                found = String(decoding: key[2..<2 + length], as: UTF8.self)
-                return false
-            }
-            guard let user = found else { return users }
-            users.append(user)
-            // Skip past every key of this user: prefix followed by 0xFF…
-            cursorKey = IndexKey.userPrefix(user) + [UInt8](repeating: 0xFF, count: 9)
-        }
+        try indexedUserIds()
     }
 
     /// See ``EventLogStore/latestCheckpoint(userId:atOrBefore:key:)``.

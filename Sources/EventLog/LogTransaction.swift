@@ -72,9 +72,9 @@ public struct LogTransaction {
                 try withUnsafeBytes(of: &k) { k in try cursor.put(key: k, value: sealed.envelope(i), flags: .append) }
             }
         }
-        // The user index entries in key order (see `BatchIndexEntries`), then each user's head
-        // record, all in the same transaction as the events; the item index when it is due.
-        try putIndexEntries(sealed.indexEntries.entries, adding: first)
+        // The user index entries (see `BatchIndexEntries`), then each user's head record, all
+        // in the same transaction as the events; the item index when it is due.
+        try putUserEntries(sealed.indexEntries, first: first)
         for (slot, user) in sealed.users.ids.enumerated() {
             guard let chain = sealed.chains[user] else { continue }
             try putHead(HeadRecord(userId: user, lastSequence: first + UInt64(sealed.indexEntries.lastEventOfUser[slot]), chain: chain), key: key)
@@ -164,7 +164,7 @@ public struct LogTransaction {
             throw EnvelopeError.malformed(sequence: sequence, reason: "sequence is not after the log's last sequence \(last)")
         }
         try transaction.put(store.events, key: sequenceKey(sequence), value: envelope.bytes, flags: .append)
-        try transaction.put(store.index, key: IndexKey.user(envelope.header.userId, sequence), value: [])
+        try putUserEntry(userId: envelope.header.userId, sequence: sequence)
         try mergeItemIndexIfDue(last: sequence)
     }
 
@@ -177,7 +177,8 @@ public struct LogTransaction {
     public func deleteUser(_ userId: String) throws -> Int {
         let sequences = try reader.sequences(userId: userId, cipherId: nil)
         for sequence in sequences { try transaction.delete(store.events, key: sequenceKey(sequence)) }
-        var prefixes = [IndexKey.userPrefix(userId), IndexKey.cipherUserPrefix(userId)]
+        try deleteUserEntries(userId: userId)
+        var prefixes = [IndexKey.cipherUserPrefix(userId)]
         for generation in try reader.itemGenerations() {
             prefixes.append(IndexKey.itemUserPrefix(generation, userId))
         }

@@ -240,14 +240,11 @@ extension LogTransaction {
         // Sequences are never reused, also when the log's last events go.
         try raiseLastSequence(to: try reader.lastSequence())
         // Events and their index entries, walking the user's index up to the horizon.
-        let prefix = IndexKey.userPrefix(userId)
         var removed: [(sequence: UInt64, cipherId: String)] = []
-        try transaction.scan(store.index, from: prefix) { k, _ in
-            guard k.count == prefix.count + 8, k.starts(with: prefix) else { return false }
-            let sequence = readBE(k, at: prefix.count, as: UInt64.self)
+        try reader.forEachUserEntry(userId: userId, after: 0) { sequence, k in
             guard sequence <= horizon else { return false }
             var cipher = ""
-            if let raw = try transaction.getRaw(store.events, key: UnsafeRawBufferPointer(rebasing: k[prefix.count...])) {
+            if let raw = try transaction.getRaw(store.events, key: k) {
                 cipher = try Envelope.parseHeader(raw: raw).header.cipherId
             }
             removed.append((sequence, cipher))
@@ -258,7 +255,7 @@ extension LogTransaction {
         let generations = try reader.itemGenerations()
         for (sequence, cipher) in removed {
             if try transaction.delete(store.events, key: sequenceKey(sequence)) { counts.removedEvents += 1 }
-            if try transaction.delete(store.index, key: IndexKey.user(userId, sequence)) { counts.removedIndexEntries += 1 }
+            if try deleteUserEntry(userId: userId, sequence: sequence) { counts.removedIndexEntries += 1 }
             guard !cipher.isEmpty else { continue }
             if let generation = IndexKey.generation(of: sequence, in: generations),
                try transaction.delete(store.index, key: IndexKey.item(generation, userId, cipher, sequence)) {

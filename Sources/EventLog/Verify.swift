@@ -94,7 +94,7 @@ extension EventLogStore {
                         report.usersWithoutKey.insert(header.userId)
                     }
                     // Index entries this event must have.
-                    if try reader.transaction.get(index, key: IndexKey.user(header.userId, sequence)) == nil {
+                    if try !reader.hasUserEntry(userId: header.userId, at: sequence) {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .missingIndexEntry,
                             message: "no user index entry for user \(header.userId)"))
                     }
@@ -115,6 +115,30 @@ extension EventLogStore {
 
         // Index entries must point at an existing event of the same user and cipher.
         try read { reader in
+            func check(user: String, cipher: String?, sequence: UInt64) throws {
+                let eventKey = sequenceKey(sequence)
+                guard let raw = try eventKey.withUnsafeBytes({ try reader.transaction.getRaw(events, key: $0) }) else {
+                    report.problems.append(VerifyProblem(sequence: sequence, kind: .danglingIndexEntry,
+                        message: "index entry for user \(user) points at a missing event"))
+                    return
+                }
+                // An unparsable event was reported in the walk above.
+                guard let header = try? Envelope.parseHeader(raw: raw).header else { return }
+                if header.userId != user || (cipher != nil && cipher != header.cipherId) {
+                    report.problems.append(VerifyProblem(sequence: sequence, kind: .danglingIndexEntry,
+                        message: "index says user \(user)\(cipher.map { " cipher \($0)" } ?? ""), header says user \(header.userId) cipher \(header.cipherId)"))
+                }
+            }
+            try reader.forEachUserIndexEntry { user, key, value in
+                report.indexEntriesChecked += 1
+                guard let user, value.count == 8 else {
+                    report.problems.append(VerifyProblem(sequence: nil, kind: .malformedIndexEntry,
+                        message: "user index entry (key of \(key.count) bytes, value of \(value.count)) does not parse"))
+                    return true
+                }
+                try check(user: user, cipher: nil, sequence: readBE(value, at: 0, as: UInt64.self))
+                return true
+            }
             try reader.transaction.scan(index) { key, _ in
                 report.indexEntriesChecked += 1
                 guard let entry = IndexKey.parse(key) else {
@@ -122,18 +146,7 @@ extension EventLogStore {
                         message: "index key of \(key.count) bytes does not parse"))
                     return true
                 }
-                let eventKey = sequenceKey(entry.sequence)
-                guard let raw = try eventKey.withUnsafeBytes({ try reader.transaction.getRaw(events, key: $0) }) else {
-                    report.problems.append(VerifyProblem(sequence: entry.sequence, kind: .danglingIndexEntry,
-                        message: "index entry for user \(entry.user) points at a missing event"))
-                    return true
-                }
-                // An unparsable event was reported in the walk above.
-                guard let header = try? Envelope.parseHeader(raw: raw).header else { return true }
-                if header.userId != entry.user || (entry.cipher != nil && entry.cipher != header.cipherId) {
-                    report.problems.append(VerifyProblem(sequence: entry.sequence, kind: .danglingIndexEntry,
-                        message: "index says user \(entry.user)\(entry.cipher.map { " cipher \($0)" } ?? ""), header says user \(header.userId) cipher \(header.cipherId)"))
-                }
+                try check(user: entry.user, cipher: entry.cipher, sequence: entry.sequence)
                 return true
             }
         }

@@ -136,7 +136,7 @@ public struct Cursor {
     let raw: OpaquePointer
     let db: Database
 
-    private func get(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws -> Entry? {
+    func get(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws -> Entry? {
         var k = MDB_val(mv_size: key?.count ?? 0, mv_data: UnsafeMutableRawPointer(mutating: key?.baseAddress))
         var v = MDB_val()
         let rc = mdb_cursor_get(raw, &k, &v, op)

@@ -16,7 +16,7 @@ struct VaultlogCommand: AsyncParsableCommand {
         3 key/authentication, 4 I/O or corrupt store (see Docs/CLI.md).
         """,
         version: VaultlogCommand.versionText,
-        subcommands: [Demo.self, ServeCommand.self, ReplayScenarios.self, Simulate.self, Info.self, Events.self, Pending.self, Items.self, History.self, UserKey.self, Verify.self, Compact.self, Export.self, Import.self, Decrypt.self, KdfCommand.self, StressWriter.self, ResolveWorker.self]
+        subcommands: [Demo.self, ServeCommand.self, ReplayScenarios.self, Simulate.self, Info.self, Events.self, Pending.self, Items.self, History.self, UserKey.self, Verify.self, Compact.self, Upgrade.self, Export.self, Import.self, Decrypt.self, KdfCommand.self, StressWriter.self, ResolveWorker.self]
     )
 
     /// This release of the CLI and library.

@@ -49,11 +49,11 @@ struct UntrustedStoreCommandTests {
         let environment = try Environment(path: copy.path)
         defer { environment.close() }
         let events = try environment.openDatabase("events", create: false)
-        let index = try environment.openDatabase("index", create: false)
+        let users = try environment.openDatabase("users", create: false)
         try environment.write { txn in
             let bytes = try #require(try txn.get(events, key: sequenceKey(3)))
             try txn.put(events, key: sequenceKey(20), value: bytes)
-            try txn.put(index, key: [1, UInt8(StoreFixture.userA.utf8.count)] + Array(StoreFixture.userA.utf8) + sequenceKey(20), value: [])
+            try txn.put(users, key: [UInt8(StoreFixture.userA.utf8.count)] + Array(StoreFixture.userA.utf8), value: sequenceKey(20))
         }
         return copy
     }

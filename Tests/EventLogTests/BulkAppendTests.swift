@@ -14,7 +14,7 @@ import VaultLogTestSupport
     func contents(_ store: EventLogStore) throws -> [String: [[UInt8]]] {
         try store.environment.read { txn in
             var out: [String: [[UInt8]]] = [:]
-            for (name, db) in [("events", store.events), ("index", store.index), ("heads", store.heads!), ("meta", store.meta)] {
+            for (name, db) in [("events", store.events), ("index", store.index), ("users", store.users), ("heads", store.heads!), ("meta", store.meta)] {
                 try txn.scan(db) { key, value in
                     out[name, default: []].append(Array(key) + [0xFF] + Array(value))
                     return true

@@ -16,7 +16,7 @@ import VaultLogTestSupport
         let header = envelope.header
         try store.environment.write { txn in
             _ = try txn.delete(store.events, key: sequenceKey(sequence))
-            _ = try txn.delete(store.index, key: IndexKey.user(header.userId, sequence))
+            _ = try txn.delete(store.users, key: UserIndex.key(header.userId), value: sequenceKey(sequence))
             if !header.cipherId.isEmpty {
                 let generations = try LogReader(transaction: txn, store: store).itemGenerations()
                 if let generation = IndexKey.generation(of: sequence, in: generations) {
@@ -43,7 +43,7 @@ import VaultLogTestSupport
         #expect(a.allSatisfy { $0.header.formatVersion == 2 })
         #expect(a[0].header.previousMAC == Envelope.chainStart)
         for (previous, next) in zip(a, a.dropFirst()) { #expect(next.header.previousMAC.map { $0[...] } == previous.mac) }
-        #expect(try store.storedFormatVersion() == 5, "a new store is format 5 (item index merged by generation)")
+        #expect(try store.storedFormatVersion() == 6, "a new store is format 6 (the user index in a database of its own)")
         #expect(try store.verify(keys: ["user-a": keyA, "user-b": keyB]).isClean)
         #expect(try store.verify().isClean, "the links are checked without a key too")
     }
@@ -211,12 +211,13 @@ import VaultLogTestSupport
         }
         var options = EventLogOptions()
         options.environment.readOnly = true
-        let readOnly = try EventLogStore(path: dir.path, options: options)
-        #expect(try readOnly.storedFormatVersion() == 1, "a read-only open changes nothing")
-        readOnly.environment.close()
+        let refusal = #expect(throws: EventLogError.self, "a read-only open cannot upcast it: refused") {
+            _ = try EventLogStore(path: dir.path, options: options)
+        }
+        #expect(refusal.map { "\($0)" } == EventLogError.olderStoreFormat(path: dir.path, found: 1, current: EventLogStore.storeFormatVersion).description)
 
         let store = try openStore(dir)
-        #expect(try store.storedFormatVersion() == 5, "upcast to the current format in one step")
+        #expect(try store.storedFormatVersion() == EventLogStore.storeFormatVersion, "upcast to the current format in one step")
         #expect(try store.read { try $0.itemIndexedThrough() } == 4, "its items were indexed with its events")
         let old = try store.envelopes(userId: "user-a")
         #expect(old.map(\.header.formatVersion) == [1, 1, 1, 1])

@@ -210,7 +210,7 @@ let keyB = SealingKey(userKey: SymmetricCryptoKey.generate(using: SeededRandomSo
         let store = try openStore(dir)
         try store.append([event(1, user: "user-a"), event(2, user: "user-b")], key: keyA)
         // User-b's event (sequence 2) listed under user-a too.
-        try store.environment.write { txn in try txn.put(store.index, key: IndexKey.user("user-a", 2), value: []) }
+        try store.environment.write { txn in try txn.put(store.users, key: UserIndex.key("user-a"), value: sequenceKey(2)) }
         #expect(throws: EnvelopeError.self) { _ = try store.read { try $0.envelopes(userId: "user-a", after: 1, limit: 10) } }
         #expect(throws: EnvelopeError.self) { try store.read { try $0.forEachHeader(userId: "user-a", after: 1) { _ in true } } }
         #expect(throws: EnvelopeError.self) {

@@ -185,7 +185,7 @@ import VaultLogTestSupport
             store.environment.close()
         }
         var store = try openStore(dir, itemIndexMergeInterval: 25)
-        #expect(try store.storedFormatVersion() == 5)
+        #expect(try store.storedFormatVersion() == EventLogStore.storeFormatVersion)
         #expect(try store.read { try $0.itemIndexedThrough() } == 210, "the mark stays where the format 4 store had it")
         try checkEveryItem(store, interval: 25, appended: false, random: &random, "after the upcast")
         for round in 0..<4 {

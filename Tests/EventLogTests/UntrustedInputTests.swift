@@ -14,7 +14,7 @@ import VaultLogTestSupport
         let bytes = try #require(try store.read { try $0.transaction.get(store.events, key: sequenceKey(source)) })
         try store.environment.write { txn in
             try txn.put(store.events, key: sequenceKey(target), value: bytes)
-            if let user { try txn.put(store.index, key: IndexKey.user(user, target), value: []) }
+            if let user { try txn.put(store.users, key: UserIndex.key(user), value: sequenceKey(target)) }
         }
     }
 

@@ -37,7 +37,7 @@ import VaultLogTestSupport
         try edit(device) { log, txn in
             for sequence in sequences {
                 let event = try txn.delete(log.events, key: sequenceKey(sequence))
-                let entry = try txn.delete(log.index, key: IndexKey.user(Self.userId, sequence))
+                let entry = try txn.delete(log.users, key: UserIndex.key(Self.userId), value: sequenceKey(sequence))
                 #expect(event && entry, "event \(sequence) and its entry were there")
             }
         }
@@ -153,7 +153,7 @@ import VaultLogTestSupport
         ])
         try store.log.environment.write { txn in
             _ = try txn.delete(store.log.events, key: sequenceKey(more[0]))
-            _ = try txn.delete(store.log.index, key: IndexKey.user(Self.userId, more[0]))
+            _ = try txn.delete(store.log.users, key: UserIndex.key(Self.userId), value: sequenceKey(more[0]))
         }
         let projection = Result { try store.projection(userId: Self.userId) }
         #expect(chainBroken(projection.failure, at: more[1]), "\(projection)")

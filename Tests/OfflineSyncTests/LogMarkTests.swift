@@ -167,7 +167,7 @@ import VaultLogTestSupport
         try store.log.environment.write { txn in
             for sequence in added {
                 _ = try txn.delete(store.log.events, key: sequenceKey(sequence))
-                _ = try txn.delete(store.log.index, key: IndexKey.user(Self.userId, sequence))
+                _ = try txn.delete(store.log.users, key: UserIndex.key(Self.userId), value: sequenceKey(sequence))
             }
             try txn.put(store.log.heads!, key: IndexKey.checkpointPrefix(Self.userId), value: olderHead)
         }

@@ -139,12 +139,12 @@ import VaultLogTestSupport
             let environment = try Environment(path: device.dir.path)
             defer { environment.close() }
             let events = try environment.openDatabase("events", create: false)
-            let index = try environment.openDatabase("index", create: false)
+            let users = try environment.openDatabase("users", create: false)
             let target = last + 5
             try environment.write { txn in
                 let copied = try #require(try txn.get(events, key: sequenceKey(2)))
                 try txn.put(events, key: sequenceKey(target), value: copied)
-                try txn.put(index, key: [1, UInt8(Self.userId.utf8.count)] + Array(Self.userId.utf8) + sequenceKey(target), value: [])
+                try txn.put(users, key: [UInt8(Self.userId.utf8.count)] + Array(Self.userId.utf8), value: sequenceKey(target))
             }
         }
         let store = try device.open()

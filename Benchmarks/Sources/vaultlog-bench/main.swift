@@ -9,14 +9,22 @@ import VaultCrypto
 /// `vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--merge-interval N] [--calls] [--append-only]`:
 /// sealed batched append and sequential read + open throughput of the event log, on a real
 /// synced LMDB store in a temp dir. A batch's events go round-robin over 10 users and `--items`
-/// items (default 1,000, as in the suite's append group).
+/// items (default 1,000, as in the suite's append group). `--users N` (default 10) spreads them
+/// over N users instead; `--keep DIR` writes the store to DIR (which must not exist) and leaves
+/// it there, for `mdb_stat` of its pages.
 func runLogBench(arguments: [String]) throws {
     let total = intOption("--events", in: arguments, default: 1_000_000)
     let batch = intOption("--batch", in: arguments, default: 10_000)
     let bodySize = intOption("--body", in: arguments, default: 600)
     let items = intOption("--items", in: arguments, default: 1000)
-    let dir = NSTemporaryDirectory() + "/vaultlog-bench-\(UUID().uuidString)"
-    defer { try? FileManager.default.removeItem(atPath: dir) }
+    let users = intOption("--users", in: arguments, default: 10)
+    let kept = arguments.firstIndex(of: "--keep").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+    if let kept, FileManager.default.fileExists(atPath: kept) {
+        FileHandle.standardError.write(Data("error: --keep \(kept): it exists; give a new directory for the store\n".utf8))
+        exit(2)
+    }
+    let dir = kept ?? NSTemporaryDirectory() + "/vaultlog-bench-\(UUID().uuidString)"
+    defer { if kept == nil { try? FileManager.default.removeItem(atPath: dir) } }
 
     var options = EventLogOptions()
     options.environment.mapSize = 1 << 30
@@ -26,7 +34,7 @@ func runLogBench(arguments: [String]) throws {
     // A body the size of a typical encrypted login snapshot.
     let body = [UInt8](repeating: 0x7B, count: bodySize)
     let events = (0..<batch).map { i in
-        NewEvent(userId: "8a1b3c4d-0000-4000-8000-00000000000\(i % 10)", cipherId: "c0ffee00-0000-4000-8000-\(String(format: "%012d", i % items))",
+        NewEvent(userId: "8a1b3c4d-0000-4000-8000-\(String(format: "%012d", i % users))", cipherId: "c0ffee00-0000-4000-8000-\(String(format: "%012d", i % items))",
                  eventType: 2, recordedAtMillis: 1_700_000_000_000 + Int64(i), body: body)
     }
 
@@ -125,7 +133,7 @@ do {
     default:
         FileHandle.standardError.write(Data("""
             usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
-                   vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--merge-interval N] [--append-only] [--calls]
+                   vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--users N] [--merge-interval N] [--append-only] [--calls] [--keep DIR]
                    vaultlog-bench breakdown [--events N]
                    vaultlog-bench profile-fold DIR [--events N] [--headers | --floor [--mac]] [--rounds R]
                    vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]

@@ -52,6 +52,8 @@ struct CLIError: Error, CustomStringConvertible {
             switch error {
             case .storage(_, let lmdb):
                 return lmdbError(lmdb, dataFile: dataFile)
+            case .olderStoreFormat:
+                return .storage("\(error)")
             case .newerStoreFormat, .corruptMetadata, .checkpoint, .headRecord, .snapshot, .sequenceSpaceExhausted, .chainBroken:
                 return .storage("\(dataFile): \(error)")
             }
