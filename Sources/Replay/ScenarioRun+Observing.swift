@@ -24,7 +24,10 @@ extension Run {
     /// The ref of a folder id (nil for none, or a folder no step created).
     func folderRef(_ id: String?) -> String? {
         guard let id else { return nil }
-        return folders.first { $0.value.lowercased() == id.lowercased() }?.key
+        // A folder created offline: its ref names the temporary id the resolver mapped.
+        if let ref = folders.first(where: { serverFolderId($0.value).lowercased() == id.lowercased() })?.key { return ref }
+        // An id no step's folder has on the server (a temporary id sent as it is, say).
+        return "unknown folder \(id)"
     }
 
     func observe() async throws -> ScenarioExpectation {
@@ -68,7 +71,9 @@ extension Run {
             }
             server[user.ref] = observed.sorted { ($0.name ?? "", $0.password ?? "") < ($1.name ?? "", $1.password ?? "") }
         }
-        return ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,
-                                   syncResults: syncResults)
+        var observed = ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,
+                                           syncResults: syncResults)
+        observed.folders = try await observeFolders()
+        return observed
     }
 }
