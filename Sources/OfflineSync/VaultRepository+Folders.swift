@@ -51,9 +51,11 @@ extension VaultRepository {
     public func renameFolder(id: String, name: String) async throws {
         let userKey = try store.userKey(userId: userId)
         let encrypted = EncString.encrypt(name, key: userKey, random: store.dependencies.random)
-        if let folders = server as? any FolderServer, try store.projection(userId: userId).folders == nil {
+        let projection = try store.projection(userId: userId)
+        if let folders = server as? any FolderServer, projection.folders == nil {
             do {
-                _ = try await folders.renameFolder(id: id, encryptedName: encrypted)
+                // A folder created offline is known to the server under its mapped id.
+                _ = try await folders.renameFolder(id: projection.serverFolderId(id), encryptedName: encrypted)
                 return
             } catch where Self.isRejection(error) {
                 throw error
@@ -70,14 +72,21 @@ extension VaultRepository {
     /// Deletes a folder. Its local items go to no folder at once (as the servers do with theirs);
     /// offline, the delete is pending and the resolver applies it before it pushes any item.
     public func deleteFolder(id: String) async throws {
-        let moved = try store.localCiphers(userId: userId).filter { $0.folderId == id }.map { cipher -> LocalChange in
+        let projection = try store.projection(userId: userId)
+        let serverId = projection.serverFolderId(id)
+        let moved = try store.localCiphers(userId: userId).filter { $0.folderId == id || $0.folderId == serverId }.map { cipher -> LocalChange in
             var copy = cipher
             copy.folderId = nil
             return .upsert(copy)
         }
-        if let folders = server as? any FolderServer, try store.projection(userId: userId).folders == nil {
+        if let folders = server as? any FolderServer, projection.folders == nil {
             do {
-                try await folders.deleteFolder(id: id)
+                do {
+                    try await folders.deleteFolder(id: serverId)
+                } catch where error.serverErrorKind == .notFound {
+                    // Another device deleted it already: what the user asked for holds.
+                    logger.info("folder already deleted on the server", metadata: ["folder": "\(id)"])
+                }
                 if !moved.isEmpty { try await store.applyLocal(moved, userId: userId) }
                 return
             } catch where Self.isRejection(error) {

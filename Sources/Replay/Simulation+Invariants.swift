@@ -230,7 +230,7 @@ extension Simulation {
         for (key, count) in seen.sorted(by: { $0.key < $1.key }) where count > 1 {
             violations.append("invariant 4: \(count) identical server items \(key)")
         }
-        return violations + fieldAndDeleteViolations(journal: journal, server: server)
+        return violations + fieldAndDeleteViolations(journal: journal, server: server, existingFolders: existingFolders)
             + otherDeviceFieldViolations(journal: journal, server: server)
     }
 }
