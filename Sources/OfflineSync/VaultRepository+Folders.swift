@@ -100,6 +100,23 @@ extension VaultRepository {
                                localChanges: moved)
     }
 
+    /// An item's folder as a save sends it: a folder created offline that reached the server under
+    /// its server id. True when the folder's create is still pending: the item is then saved
+    /// offline, so the resolver sends it after the folder, never with an id the server never saw.
+    func prepareFolder(_ folderId: inout String?) throws -> Bool {
+        guard let id = folderId else { return false }
+        let projection = try store.projection(userId: userId)
+        if let mapped = projection.folderIdMap?[id] {
+            folderId = mapped
+            return false
+        }
+        return projection.folders?[id]?.change == .create
+    }
+
+    /// Why a save goes offline while its folder's create is pending (never sent: not a lost answer).
+    static let folderNotOnServerYet = ServerFailure(.unavailable, "the item's folder, created offline, is not on the server yet",
+                                                    mayHaveArrived: false)
+
     /// The folders the app shows: `serverFolders` (from the last sync) with this device's
     /// pending folder operations applied: folders created offline added (under their temporary
     /// id), renames applied, deleted ones left out.

@@ -128,9 +128,11 @@ public final class VaultRepository: Sendable {
         let isOrgCipher = view.organizationId != nil
         var toEncrypt = view
         if toEncrypt.id == nil { toEncrypt.id = store.dependencies.makeId() }
+        let waitsForFolder = try prepareFolder(&toEncrypt.folderId)
         let encrypted = try toEncrypt.encrypt(userKey: userKey, random: store.dependencies.random)
         let tempId = encrypted.id!
         do {
+            if waitsForFolder { throw Self.folderNotOnServerYet }
             let created = try await server.createCipher(encrypted)
             var changes: [LocalChange] = [.upsert(created)]
             if created.id != tempId { changes.append(.delete(cipherId: tempId)) }
@@ -190,6 +192,7 @@ public final class VaultRepository: Sendable {
             passwordChanged = view.passwordChanged(from: previous)
             edited = view.applyingPasswordHistory(original: previous, now: now)
         }
+        let waitsForFolder = try prepareFolder(&edited.folderId)
         let encrypted = try edited.encrypt(userKey: userKey, random: store.dependencies.random)
         if state.pending[id] != nil {
             guard offlineAllowed else {
@@ -202,6 +205,7 @@ public final class VaultRepository: Sendable {
             return try await resolveNow(id, saved: encrypted, sequence: sequence)
         }
         do {
+            if waitsForFolder { throw Self.folderNotOnServerYet }
             let updated = try await server.updateCipher(encrypted, lastKnownRevisionDate: encrypted.revisionDate)
             try await applyOnlineResult(cipherId: id, localChanges: [.upsert(updated)])
             return .online(updated)

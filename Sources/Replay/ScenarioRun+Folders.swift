@@ -35,9 +35,13 @@ extension Run {
     }
 
     /// The server's id of a folder id a step holds: a temporary id the resolver mapped, followed
-    /// through every unlocked user's projection; else the id itself.
+    /// through every user's projection (a locked vault is read with its key, then locked again,
+    /// as the end of a run observes it); else the id itself.
     func serverFolderId(_ id: String) -> String {
-        for user in users where store.isUnlocked(userId: user.userId) {
+        for user in users {
+            let wasLocked = !store.isUnlocked(userId: user.userId)
+            if wasLocked { store.unlock(userId: user.userId, userKey: user.userKey) }
+            defer { if wasLocked { store.lock(userId: user.userId) } }
             if let mapped = (try? store.projection(userId: user.userId))?.folderIdMap?[id] { return mapped }
         }
         return id
