@@ -152,9 +152,8 @@ extension OfflineSyncResolver {
     /// server id, a folder the server no longer has as none (the folder that was lost). Nil
     /// when the item must wait for its folder's create.
     func withServerFolder(_ change: PendingChange, run: RunContext) -> (change: PendingChange, lostFolder: String?)? {
-        guard change.changeType == .create || change.changeType == .update, let folderId = change.latest.folderId else {
-            return (change, nil)
-        }
+        // Every change type: a trash move may carry edits it pushes first.
+        guard change.changeType != .hardDelete, let folderId = change.latest.folderId else { return (change, nil) }
         if run.folders.waiting.contains(folderId) { return nil }
         var fixed = change
         fixed.latest.folderId = run.folders.sendable(folderId)
