@@ -14,6 +14,14 @@ struct FolderContext: Sendable {
     /// port has no folder routes), then items are sent with their folder as it is.
     var serverFolderIds: Set<String>? = nil
 
+    /// `cipher` with its folder as it is sent (``sendable(_:)``).
+    func asSent(_ cipher: Cipher) -> Cipher {
+        guard cipher.folderId != nil else { return cipher }
+        var sent = cipher
+        sent.folderId = sendable(cipher.folderId)
+        return sent
+    }
+
     /// The `folderId` to send for `folderId`: the server's id of a folder created offline, nil
     /// for a folder the server no longer has.
     func sendable(_ folderId: String?) -> String? {

@@ -100,22 +100,23 @@ extension VaultRepository {
                                localChanges: moved)
     }
 
-    /// An item's folder as a save sends it: a folder created offline that reached the server under
-    /// its server id. True when the folder's create is still pending: the item is then saved
-    /// offline, so the resolver sends it after the folder, never with an id the server never saw.
-    func prepareFolder(_ folderId: inout String?) throws -> Bool {
+    /// Whether a save into `folderId` goes through the resolver (appended, then resolved at
+    /// once): true for a folder created offline (its temporary id). The resolver sends the item
+    /// after the folder's create, under the folder's server id, and in no folder (with an
+    /// outcome) if another device deleted the folder meanwhile; a direct save would send an id
+    /// the server never saw, or one that names nothing (Bitwarden stores it as given). With
+    /// offline saving off, a mapped id is sent as the server's id instead.
+    func folderNeedsResolver(_ folderId: inout String?) throws -> Bool {
         guard let id = folderId else { return false }
         let projection = try store.projection(userId: userId)
-        if let mapped = projection.folderIdMap?[id] {
+        let createdOffline = projection.folderIdMap?[id] != nil || projection.folders?[id]?.change == .create
+        guard createdOffline else { return false }
+        if !offlineAllowed, let mapped = projection.folderIdMap?[id] {
             folderId = mapped
             return false
         }
-        return projection.folders?[id]?.change == .create
+        return offlineAllowed
     }
-
-    /// Why a save goes offline while its folder's create is pending (never sent: not a lost answer).
-    static let folderNotOnServerYet = ServerFailure(.unavailable, "the item's folder, created offline, is not on the server yet",
-                                                    mayHaveArrived: false)
 
     /// The folders the app shows: `serverFolders` (from the last sync) with this device's
     /// pending folder operations applied: folders created offline added (under their temporary

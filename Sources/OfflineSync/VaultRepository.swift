@@ -128,11 +128,14 @@ public final class VaultRepository: Sendable {
         let isOrgCipher = view.organizationId != nil
         var toEncrypt = view
         if toEncrypt.id == nil { toEncrypt.id = store.dependencies.makeId() }
-        let waitsForFolder = try prepareFolder(&toEncrypt.folderId)
+        let viaResolver = try folderNeedsResolver(&toEncrypt.folderId)
         let encrypted = try toEncrypt.encrypt(userKey: userKey, random: store.dependencies.random)
         let tempId = encrypted.id!
+        if viaResolver {
+            let sequence = try await appendOperation(.created, encrypted, id: tempId, local: [.upsert(encrypted)])
+            return try await resolveNow(tempId, saved: encrypted, sequence: sequence)
+        }
         do {
-            if waitsForFolder { throw Self.folderNotOnServerYet }
             let created = try await server.createCipher(encrypted)
             var changes: [LocalChange] = [.upsert(created)]
             if created.id != tempId { changes.append(.delete(cipherId: tempId)) }
@@ -192,9 +195,9 @@ public final class VaultRepository: Sendable {
             passwordChanged = view.passwordChanged(from: previous)
             edited = view.applyingPasswordHistory(original: previous, now: now)
         }
-        let waitsForFolder = try prepareFolder(&edited.folderId)
+        let viaResolver = try folderNeedsResolver(&edited.folderId)
         let encrypted = try edited.encrypt(userKey: userKey, random: store.dependencies.random)
-        if state.pending[id] != nil {
+        if state.pending[id] != nil || viaResolver {
             guard offlineAllowed else {
                 var fresh = original
                 (fresh.id, fresh.revisionDate) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: original.revisionDate)
@@ -205,7 +208,6 @@ public final class VaultRepository: Sendable {
             return try await resolveNow(id, saved: encrypted, sequence: sequence)
         }
         do {
-            if waitsForFolder { throw Self.folderNotOnServerYet }
             let updated = try await server.updateCipher(encrypted, lastKnownRevisionDate: encrypted.revisionDate)
             try await applyOnlineResult(cipherId: id, localChanges: [.upsert(updated)])
             return .online(updated)

@@ -49,6 +49,10 @@ extension Simulation {
             default:
                 break
             }
+            // The device hears of it at once (the servers push a folder change to online
+            // clients), as a sync: an online save from a copy that still names a folder deleted
+            // elsewhere is the server's to take (Bitwarden stores the id), not an offline change.
+            episode.append(ScenarioStep(.sync, user: user, optional: true))
             if chance(50) { episode.append(ScenarioStep(.offline)) }
             episode.append(ScenarioStep(.advance, seconds: 60))
             switch rng.next() % 4 {
