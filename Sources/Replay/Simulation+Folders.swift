@@ -53,7 +53,8 @@ extension Simulation {
             // clients), as a sync: an online save from a copy that still names a folder deleted
             // elsewhere is the server's to take (Bitwarden stores the id), not an offline change.
             episode.append(ScenarioStep(.sync, user: user, optional: true))
-            if chance(50) { episode.append(ScenarioStep(.offline)) }
+            let offlineLater = chance(50)
+            if offlineLater { episode.append(ScenarioStep(.offline)) }
             episode.append(ScenarioStep(.advance, seconds: 60))
             switch rng.next() % 4 {
             case 0:
@@ -65,7 +66,9 @@ extension Simulation {
                 episode.append(ScenarioStep(.folderDelete, user: user, ref: folder))
             default:
                 if let item = mine.first {
-                    // A later move into the folder, which another device may have deleted meanwhile.
+                    // A later move into the folder, made offline, which another device may have
+                    // deleted meanwhile. (Online, an app offers only the folders it knows.)
+                    if !offlineLater { episode.append(ScenarioStep(.offline)) }
                     episode.append(ScenarioStep(.update, user: user, ref: item.ref, item: ScenarioItem(folder: folder), optional: true))
                 }
             }
