@@ -186,7 +186,8 @@ public final class VaultRepository: Sendable {
         let isOrgCipher = view.organizationId != nil
         let previousCipher = try previousCipher(cipherId: id)
         let previous = try previousCipher?.decrypt(userKey: userKey)
-        if let base = original.localBase, let previousCipher, let previous, !base.isSameVersion(as: previousCipher) {
+        if let base = original.localBase, let previousCipher, let previous,
+           try isStaleSave(base: base, previous: previousCipher, cipherId: id) {
             view = try await mergeStaleSave(view, base: base, current: previous, cipherId: id, userKey: userKey)
         }
         var edited = view
