@@ -141,6 +141,7 @@ extension EmulatorCore {
         }
         guard let type = parsed.type else { return ErrorBodies.error(flavor, status: 400, message: "Invalid type") }
         return withLock { state in
+            if let refused = folderCheck(data, userId: userId, state: state) { return refused }
             let now = nowTicks()
             let cipher = StoredCipher(id: newID(), userId: userId, sequence: state.takeSequence(), type: type,
                                       data: data, attachments: nil, creationTicks: now, revisionTicks: now, deletedTicks: nil)
@@ -193,6 +194,7 @@ extension EmulatorCore {
                 logger.debug("emulator: rejected stale update", metadata: ["id": "\(cipher.id)", "lastKnown": "\(lastKnown)"])
                 return stale
             }
+            if let refused = folderCheck(parsed.data, userId: userId, state: state) { return refused }
             cipher.data = parsed.data   // `type` is not in it: an existing item's type never changes
             cipher.revisionTicks = bumped(after: cipher.revisionTicks)
             state.ciphers[cipher.id] = cipher

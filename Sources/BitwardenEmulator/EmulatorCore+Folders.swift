@@ -90,6 +90,16 @@ extension EmulatorCore {
         }
     }
 
+    /// A cipher create or update whose `folderId` names no folder of the user (another device
+    /// deleted it): Vaultwarden refuses it with 400 "Invalid folder"; Bitwarden stores the id as
+    /// given (it checks folders only on `PUT ciphers/move`), so the item names a folder that
+    /// `/sync` does not list. Nil when the request may go on.
+    func folderCheck(_ data: JSONObject, userId: String, state: EmulatorState) -> EmulatorResponse? {
+        guard flavor == .vaultwarden, case .string(let folderId)? = data["folderId"] else { return nil }
+        if let folder = state.folders[folderId.lowercased()], folder.userId == userId { return nil }
+        return ErrorBodies.error(flavor, status: 400, message: "Invalid folder")
+    }
+
     /// Not found: Bitwarden's 404, or Vaultwarden's 400 with its message.
     func missing(_ vaultwardenMessage: String) -> EmulatorResponse {
         switch flavor {

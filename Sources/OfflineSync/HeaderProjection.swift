@@ -35,10 +35,12 @@ public struct HeaderProjection: Sendable, Equatable {
             uncertainCreates.remove(id)
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
              .resolutionFailed, .retryRequested, .createPlanned, .changeDiscarded, .restoreApplied, .attachmentPlanned,
-             .attachmentCopied, .attachmentUnavailable:
+             .attachmentCopied, .attachmentUnavailable, .itemFolderMissing:
             // Announced or mapped: a create that may be on the server (as ``PendingChange/uncertainCreate``).
             if type.marksUncertainCreate, pending[id] == .create { uncertainCreates.insert(id) }
-        case .syncAborted, .syncApplied, .reportsReviewed:
+        // Folders are not items: the badge counts items.
+        case .syncAborted, .syncApplied, .reportsReviewed, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned,
+             .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
             break
         }
     }

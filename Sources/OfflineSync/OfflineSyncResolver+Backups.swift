@@ -107,6 +107,7 @@ extension OfflineSyncResolver {
         if !plans.isEmpty, let found = try await run.index.find(plans) { return found }
         var toSend = payload
         toSend.id = nil
+        toSend.folderId = run.folders.sendable(toSend.folderId)
         try await record(&item, .createPlanned, OutcomeBody(
             at: now, backupOf: side, marker: toSend.name?.serialized, reason: "about to create (\(purpose))",
             cipher: toSend, purpose: purpose, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)

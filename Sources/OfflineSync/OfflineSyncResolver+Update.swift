@@ -151,12 +151,13 @@ extension OfflineSyncResolver {
             guard let event = try store.event(at: sequence, userId: run.userId), let operation = event.operation else { continue }
             switch event.type {
             // A restore sends no content, but the version it restores is this device's to recognise.
-            case .created, .updated, .restored: own.sent.append(operation.cipher)
-            case .softDeleted: own.trashed.append(operation.cipher)
+            // As sent: a folder created offline under its server id (or none, gone).
+            case .created, .updated, .restored: own.sent.append(run.folders.asSent(operation.cipher))
+            case .softDeleted: own.trashed.append(run.folders.asSent(operation.cipher))
             case .hardDeleted, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
                  .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
                  .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .syncAborted,
-                 .syncApplied, .reportsReviewed:
+                 .syncApplied, .reportsReviewed, .itemFolderMissing, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
                 break
             }
         }

@@ -91,9 +91,13 @@ public final class OfflineSyncResolver: Sendable {
                 due.append((index, change))
             }
         }
-        guard !due.isEmpty else { return (ResolutionReport(items: reports.compactMap { $0 }), projection.lastSequence) }
+        guard !due.isEmpty || projection.folders != nil else {
+            return (ResolutionReport(items: reports.compactMap { $0 }), projection.lastSequence)
+        }
         let index = ServerIndex(server: server)
-        let run = RunContext(userId: userId, userKey: userKey, index: index)
+        // Folders first: an item in a folder made offline needs the folder's server id.
+        let run = RunContext(userId: userId, userKey: userKey, index: index,
+                             folders: try await resolveFolders(projection, userId: userId, due: due.map(\.1)))
 
         try await withThrowingTaskGroup(of: (Int, ItemReport).self) { group in
             var next = due.makeIterator()
@@ -153,7 +157,7 @@ public final class OfflineSyncResolver: Sendable {
         // The user just saved: if the server is out of reach the edit is simply saved offline,
         // with no failure recorded (a sync will try again).
         let run = RunContext(userId: userId, userKey: try store.userKey(userId: userId), index: ServerIndex(server: server),
-                             recordsUnreachable: false)
+                             recordsUnreachable: false, folders: try await resolveFolders(projection, userId: userId, due: [change]))
         return try await resolveItem(change, run: run)
     }
 
@@ -190,6 +194,8 @@ public final class OfflineSyncResolver: Sendable {
         /// Whether a failure to reach the server is recorded (`resolutionFailed`, not counted
         /// as an attempt). Runs started by a save do not record it.
         var recordsUnreachable = true
+        /// Folder ids the items are sent with (set by the folder pass).
+        var folders = FolderContext()
     }
 
     /// One item's state during a run: its pending change and the steps recorded so far.
@@ -217,10 +223,15 @@ public final class OfflineSyncResolver: Sendable {
         }
     }
 
-    func resolveItem(_ change: PendingChange, run: RunContext) async throws -> ItemReport {
+    func resolveItem(_ original: PendingChange, run: RunContext) async throws -> ItemReport {
+        guard let (change, lostFolder) = withServerFolder(original, run: run) else {
+            return ItemReport(cipherId: original.cipherId, changeType: original.changeType, outcome: .skipped,
+                              error: "waiting for its folder, created offline, to reach the server")
+        }
         var item = Item(change: change, steps: change.steps,
                         report: ItemReport(cipherId: change.cipherId, changeType: change.changeType, outcome: .failed))
         do {
+            if let lostFolder { try await recordLostFolder(&item, folderId: lostFolder, run: run) }
             switch change.changeType {
             case .create: item.report.outcome = try await resolveCreate(&item, run: run)
             case .update:

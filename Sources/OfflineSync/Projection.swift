@@ -42,7 +42,10 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
         case (_, .pushed), (_, .idMapped), (_, .backupCreated), (_, .serverCopyKept), (_, .recreated), (_, .deleteApplied),
              (_, .deleteDropped), (_, .cleanedUp), (_, .resolutionFailed), (_, .resolved), (_, .clearedAfterOnlineSuccess),
              (_, .retryRequested), (_, .createPlanned), (_, .changeDiscarded), (_, .restoreApplied), (_, .syncAborted),
-             (_, .syncApplied), (_, .reportsReviewed), (_, .attachmentPlanned), (_, .attachmentCopied), (_, .attachmentUnavailable):
+             (_, .syncApplied), (_, .reportsReviewed), (_, .attachmentPlanned), (_, .attachmentCopied), (_, .attachmentUnavailable),
+             (_, .folderCreated), (_, .folderRenamed), (_, .folderDeleted), (_, .folderCreatePlanned), (_, .folderMapped),
+             (_, .folderRenameApplied), (_, .folderDeleteApplied), (_, .folderAlreadyDeleted), (_, .itemFolderMissing),
+             (_, .folderResolved):
             return existing.map { .pending($0) } ?? .discard
         }
     }
@@ -219,19 +222,11 @@ public struct Projection: Codable, Sendable, Equatable {
     /// an item is never resolved automatically and its later events are not folded; every
     /// other item of the user still resolves. The events stay in the log for `vaultlog verify`.
     public var quarantined: [String: String]? = nil
-
-    /// Quarantines the item of an event that cannot be read.
-    public mutating func quarantine(_ header: EventHeader, reason: String) {
-        precondition(header.sequence > lastSequence, "events fold in sequence order")
-        lastSequence = header.sequence
-        guard !header.cipherId.isEmpty else { return }
-        if quarantined?[header.cipherId] == nil {
-            quarantined = (quarantined ?? [:]).merging([header.cipherId: "event \(header.sequence): \(reason)"]) { a, _ in a }
-        }
-    }
-
-    /// Whether `cipherId` is quarantined.
-    public func isQuarantined(_ cipherId: String) -> Bool { quarantined?[cipherId] != nil }
+    /// Pending folder operations by folder id (temporary id for a folder created offline);
+    /// nil when none.
+    public var folders: [String: PendingFolder]? = nil
+    /// Temporary folder id → server id, for folders created offline that reached the server.
+    public var folderIdMap: [String: String]? = nil
 
     /// The empty projection of `userId` (nothing folded yet).
     public init(userId: String) { self.userId = userId }
@@ -253,6 +248,8 @@ public struct Projection: Codable, Sendable, Equatable {
                 pending.values[index].latest = op.cipher
                 pending.values[index].latestIsInLog = false
             }
+        case .outcome(let outcome) where event.type.isFolderEvent:
+            applyFolder(event.type, sequence: event.sequence, folderId: id, body: outcome)
         case .outcome(let outcome):
             switch event.type {
             case .resolved, .clearedAfterOnlineSuccess:
@@ -277,7 +274,11 @@ public struct Projection: Codable, Sendable, Equatable {
             case .syncApplied:
                 lastSyncAbort = nil
                 lastSyncAppliedAt = outcome.at
-            case .created, .updated, .softDeleted, .hardDeleted, .restored, .reportsReviewed:
+            case .itemFolderMissing:
+                pending[id]?.steps.append(ResolutionStep(type: event.type, sequence: event.sequence, outcome: outcome))
+            case .created, .updated, .softDeleted, .hardDeleted, .restored, .reportsReviewed, .folderCreated, .folderRenamed,
+                 .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied,
+                 .folderAlreadyDeleted, .folderResolved:
                 break
             }
         }
@@ -363,7 +364,8 @@ public struct Projection: Codable, Sendable, Equatable {
         case .created, .updated, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
              .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
              .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .syncAborted,
-             .syncApplied, .reportsReviewed:
+             .syncApplied, .reportsReviewed, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped,
+             .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved:
             break
         }
         if passwordChanged {

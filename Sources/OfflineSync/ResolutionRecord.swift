@@ -51,6 +51,9 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         /// attachments of the version it preserves: the file is nowhere any more (the server
         /// deleted the item with its files). ``ResolutionRecord/reason`` names the file.
         case attachmentNotCopied
+        /// The item's folder was deleted by another device: the item was saved with no folder
+        /// (``ResolutionRecord/reason`` says which folder).
+        case folderMissing
     }
 
     /// The event's sequence in the log (also the record's identity and the cursor for
@@ -80,7 +83,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
     public var isConflict: Bool {
         switch kind {
         case .serverVersionBackedUp, .localVersionBackedUp, .passwordOverflowCopy, .serverVersionKept, .deleteDropped,
-             .recreated, .discarded, .merged, .attachmentNotCopied:
+             .recreated, .discarded, .merged, .attachmentNotCopied, .folderMissing:
             true
         case .pushed, .idMapped, .deleted, .alreadyGone, .restored:
             false
@@ -92,7 +95,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         switch kind {
         case .serverVersionBackedUp, .pushed, .recreated, .restored: .local
         case .localVersionBackedUp, .serverVersionKept, .deleteDropped, .discarded: .server
-        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged, .attachmentNotCopied: nil
+        case .idMapped, .passwordOverflowCopy, .deleted, .alreadyGone, .merged, .attachmentNotCopied, .folderMissing: nil
         }
     }
 
@@ -130,6 +133,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
         case .changeDiscarded: kind = .discarded
         case .restoreApplied: kind = .restored
         case .attachmentUnavailable: kind = .attachmentNotCopied
+        case .itemFolderMissing: kind = .folderMissing
         case .backupCreated:
             switch body.purpose {
             case .passwordOverflow(let part): kind = .passwordOverflowCopy(part: part)
@@ -137,7 +141,8 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
                 kind = body.backupOf == .server ? .serverVersionBackedUp : .localVersionBackedUp
             }
         case .created, .updated, .softDeleted, .hardDeleted, .restored, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
-             .retryRequested, .createPlanned, .attachmentPlanned, .attachmentCopied, .syncAborted, .syncApplied, .reportsReviewed:
+             .retryRequested, .createPlanned, .attachmentPlanned, .attachmentCopied, .syncAborted, .syncApplied, .reportsReviewed,
+             .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
             return nil
         }
         let isCopy = event.type == .backupCreated
@@ -149,5 +154,5 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
     /// The event types that make records (filtered on headers before any body is opened).
     static let reportedTypes: Set<UInt16> = Set([VaultEventType.pushed, .idMapped, .recreated, .serverCopyKept, .deleteApplied,
                                                  .deleteDropped, .cleanedUp, .changeDiscarded, .backupCreated,
-                                                 .restoreApplied, .attachmentUnavailable].map(\.rawValue))
+                                                 .restoreApplied, .attachmentUnavailable, .itemFolderMissing].map(\.rawValue))
 }

@@ -123,7 +123,9 @@ public final class SyncService: Sendable {
         let unlocked = store.isUnlocked(userId: userId)
         var report: ResolutionReport?
         // Decisions read the authenticated pending state, never the unsealed pending checkpoint.
-        if unlocked && flags.resolution, try store.pendingState(userId: userId).count > 0 {
+        // Folder operations are not counted as pending items, but are resolved all the same.
+        if unlocked && flags.resolution,
+           try store.pendingState(userId: userId).count > 0 || store.projection(userId: userId).folders != nil {
             report = try await resolver.processPendingChanges(userId: userId)
         }
         for attempt in 0..<Self.maxReplaceAttempts {

@@ -102,6 +102,12 @@ public struct OutcomeBody: Codable, Sendable, Equatable {
     /// The attachment a copy step is about (attachmentPlanned, attachmentCopied,
     /// attachmentUnavailable). Set after `init`; absent from every other body.
     public var attachment: AttachmentCopy? = nil
+    /// A folder's encrypted name, an EncString under the user key (folderCreated,
+    /// folderRenamed, folderMapped). Set after `init`; absent from every other body.
+    public var folderName: String? = nil
+    /// The folder an item named that the server no longer has (itemFolderMissing). Set after
+    /// `init`; absent from every other body.
+    public var folderId: String? = nil
 
     /// An outcome at `at` with the fields its type uses (see each property).
     public init(at: BitwardenDate, serverId: String? = nil, revisionDate: BitwardenDate? = nil,

@@ -14,6 +14,12 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     case hardDeleted = 4
     /// Taken out of the trash (`deletedDate` cleared); the server must end with the item active.
     case restored = 5
+    /// A folder created offline (header's cipher id: its temporary id; body's `folderName`).
+    case folderCreated = 6
+    /// A folder renamed offline (header's cipher id: the folder's id; body's `folderName`).
+    case folderRenamed = 7
+    /// A folder deleted offline (header's cipher id: the folder's id).
+    case folderDeleted = 8
 
     // Outcomes, appended by the resolver, the repository and sync.
     /// The local version is on the server (create or update); body has the server id and revision.
@@ -64,6 +70,23 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     /// deleted the attachment); the copy was made without it. Body's `attachment` names it and
     /// `reason` says why, with the file name.
     case attachmentUnavailable = 117
+    /// The resolver is about to create a folder made offline: body's `marker` is its encrypted
+    /// name (unique), so a retry after a lost answer finds the folder instead of posting twice.
+    case folderCreatePlanned = 118
+    /// A folder's temporary id was mapped to the server's id (body's `serverId`): items that
+    /// name the temporary id are pushed with this one.
+    case folderMapped = 119
+    /// A folder's offline rename is on the server (the local name wins over another device's).
+    case folderRenameApplied = 120
+    /// A folder's offline delete was applied on the server.
+    case folderDeleteApplied = 121
+    /// A folder renamed or deleted offline was already deleted by another device: nothing to do.
+    case folderAlreadyDeleted = 122
+    /// The item's folder was deleted by another device (body's `folderId`): the item was saved
+    /// with no folder.
+    case itemFolderMissing = 123
+    /// Everything pending for this folder is done.
+    case folderResolved = 124
     /// A sync was aborted because changes are still pending (user-level; body has count and reasons).
     case syncAborted = 200
     /// A full sync replaced the local store (user-level).
@@ -76,6 +99,8 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     public enum Kind: Sendable, Equatable {
         /// A user's offline operation on one item (appended by the repository).
         case operation
+        /// A user's offline operation on one folder (the header's cipher id is the folder's id).
+        case folderOperation
         /// What happened to one item's pending change (appended by the resolver, the repository).
         case outcome
         /// Something about the whole vault of a user (sync), with an empty cipher id.
@@ -88,17 +113,36 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         switch self {
         case .created, .updated, .softDeleted, .hardDeleted, .restored:
             .operation
+        case .folderCreated, .folderRenamed, .folderDeleted:
+            .folderOperation
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
              .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned, .changeDiscarded,
-             .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable:
+             .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .folderCreatePlanned, .folderMapped,
+             .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved:
             .outcome
         case .syncAborted, .syncApplied, .reportsReviewed:
             .userLevel
         }
     }
 
-    /// True for the offline operations (created, updated, softDeleted, hardDeleted, restored).
+    /// True for the offline operations on items (created, updated, softDeleted, hardDeleted,
+    /// restored); folder operations are ``isFolderEvent``.
     public var isOperation: Bool { kind == .operation }
+
+    /// True for the folder operations and the resolver's outcomes about folders: the header's
+    /// cipher id is a folder's id, and the fold keeps them apart from items.
+    public var isFolderEvent: Bool {
+        switch self {
+        case .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied,
+             .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+            true
+        case .created, .updated, .softDeleted, .hardDeleted, .restored, .pushed, .idMapped, .backupCreated, .serverCopyKept,
+             .recreated, .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
+             .retryRequested, .createPlanned, .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied,
+             .attachmentUnavailable, .itemFolderMissing, .syncAborted, .syncApplied, .reportsReviewed:
+            false
+        }
+    }
 
     /// Whether an outcome of this type on a pending create means the create may have reached
     /// the server (the resolver announced the POST, or mapped the server's id): a delete must
@@ -111,7 +155,8 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .created, .updated, .softDeleted, .hardDeleted, .restored, .pushed, .backupCreated, .serverCopyKept, .recreated,
              .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
              .retryRequested, .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable,
-             .syncAborted, .syncApplied, .reportsReviewed:
+             .syncAborted, .syncApplied, .reportsReviewed, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned,
+             .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved:
             false
         }
     }
@@ -124,6 +169,9 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .softDeleted: "softDeleted"
         case .hardDeleted: "hardDeleted"
         case .restored: "restored"
+        case .folderCreated: "folderCreated"
+        case .folderRenamed: "folderRenamed"
+        case .folderDeleted: "folderDeleted"
         case .pushed: "pushed"
         case .idMapped: "idMapped"
         case .backupCreated: "backupCreated"
@@ -142,6 +190,13 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .attachmentPlanned: "attachmentPlanned"
         case .attachmentCopied: "attachmentCopied"
         case .attachmentUnavailable: "attachmentUnavailable"
+        case .folderCreatePlanned: "folderCreatePlanned"
+        case .folderMapped: "folderMapped"
+        case .folderRenameApplied: "folderRenameApplied"
+        case .folderDeleteApplied: "folderDeleteApplied"
+        case .folderAlreadyDeleted: "folderAlreadyDeleted"
+        case .itemFolderMissing: "itemFolderMissing"
+        case .folderResolved: "folderResolved"
         case .syncAborted: "syncAborted"
         case .syncApplied: "syncApplied"
         case .reportsReviewed: "reportsReviewed"

@@ -28,7 +28,7 @@ extension VaultLogStore {
     func appendOutcomes(userId: String, cipherId: String, coveredThrough: UInt64, events: [PlannedEvent],
                         localChanges: [LocalChange]) async throws -> OutcomeAppend {
         let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
-        let finishing = events.map { [.resolved, .clearedAfterOnlineSuccess, .changeDiscarded].contains($0.type) }
+        let finishing = events.map { [.resolved, .clearedAfterOnlineSuccess, .changeDiscarded, .folderResolved].contains($0.type) }
         let result = try await log.writeAsync { txn -> OutcomeAppend in
             let superseded = try Self.hasOperation(txn.reader, userId: userId, cipherId: cipherId, after: coveredThrough)
             var kept: [NewEvent] = []
@@ -48,13 +48,13 @@ extension VaultLogStore {
         return result
     }
 
-    /// Whether the log holds an operation (create, edit, trash move, delete) on the item after
+    /// Whether the log holds an operation (create, edit, trash move, delete; of a folder too) on the item after
     /// `sequence`.
     static func hasOperation(_ reader: LogReader, userId: String, cipherId: String, after sequence: UInt64) throws -> Bool {
         for later in try reader.sequences(userId: userId, cipherId: cipherId, after: sequence) {
             var isOperation = false
             try reader.forEachHeader(from: later, to: later) { header in
-                isOperation = VaultEventType(rawValue: header.eventType)?.isOperation ?? true
+                isOperation = VaultEventType(rawValue: header.eventType).map { $0.isOperation || $0.kind == .folderOperation } ?? true
                 return false
             }
             if isOperation { return true }

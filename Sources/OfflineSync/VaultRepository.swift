@@ -128,8 +128,13 @@ public final class VaultRepository: Sendable {
         let isOrgCipher = view.organizationId != nil
         var toEncrypt = view
         if toEncrypt.id == nil { toEncrypt.id = store.dependencies.makeId() }
+        let viaResolver = try folderNeedsResolver(&toEncrypt.folderId)
         let encrypted = try toEncrypt.encrypt(userKey: userKey, random: store.dependencies.random)
         let tempId = encrypted.id!
+        if viaResolver {
+            let sequence = try await appendOperation(.created, encrypted, id: tempId, local: [.upsert(encrypted)])
+            return try await resolveNow(tempId, saved: encrypted, sequence: sequence)
+        }
         do {
             let created = try await server.createCipher(encrypted)
             var changes: [LocalChange] = [.upsert(created)]
@@ -181,7 +186,8 @@ public final class VaultRepository: Sendable {
         let isOrgCipher = view.organizationId != nil
         let previousCipher = try previousCipher(cipherId: id)
         let previous = try previousCipher?.decrypt(userKey: userKey)
-        if let base = original.localBase, let previousCipher, let previous, !base.isSameVersion(as: previousCipher) {
+        if let base = original.localBase, let previousCipher, let previous,
+           try isStaleSave(base: base, previous: previousCipher, cipherId: id) {
             view = try await mergeStaleSave(view, base: base, current: previous, cipherId: id, userKey: userKey)
         }
         var edited = view
@@ -190,8 +196,9 @@ public final class VaultRepository: Sendable {
             passwordChanged = view.passwordChanged(from: previous)
             edited = view.applyingPasswordHistory(original: previous, now: now)
         }
+        let viaResolver = try folderNeedsResolver(&edited.folderId)
         let encrypted = try edited.encrypt(userKey: userKey, random: store.dependencies.random)
-        if state.pending[id] != nil {
+        if state.pending[id] != nil || viaResolver {
             guard offlineAllowed else {
                 var fresh = original
                 (fresh.id, fresh.revisionDate) = try await resolveBeforeOnlineOperation(id, rawId: rawId, revision: original.revisionDate)

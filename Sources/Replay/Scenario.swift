@@ -146,6 +146,9 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `coldStart` | | the app restarts: in-memory state dropped, store reopened, vaults unlocked from the stored accounts, the device's clients hold no session tokens |
 /// | `login` | | the device's clients log in again (after a `coldStart`) |
 /// | `anotherDeviceAttach` | `ref`, `attachment` | another device adds an attachment (file name and text contents) to the item |
+/// | `folderCreate` | `ref`, `item.name` (default "folder {ref}") | the user creates a folder (online, or offline with a temporary id items may name by `folder`) |
+/// | `folderRename` / `folderDelete` | `ref` (`item.name` for a rename) | the user renames / deletes a folder (online or offline) |
+/// | `anotherDeviceFolderRename` / `anotherDeviceFolderDelete` | `ref` (`item.name` for a rename) | another device renames / deletes the folder on the server |
 ///
 /// `user` picks the acting user (default: the first); `expectError` (a substring) makes the
 /// step expect a thrown error, e.g. an organization item that is never saved offline;
@@ -219,6 +222,7 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
     case coldStart, login
     case restore
     case anotherDeviceAttach
+    case folderCreate, folderRename, folderDelete, anotherDeviceFolderRename, anotherDeviceFolderDelete
 
     /// The action's name, as in the file.
     public var description: String { rawValue }

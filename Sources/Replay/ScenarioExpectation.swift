@@ -50,6 +50,8 @@ public struct ScenarioExpectation: Codable, Sendable, Equatable {
     /// The results of the `sync` steps in order: `applied`, `partial` (applied with items still
     /// pending), `aborted` or `crashed`.
     public var syncResults: [String]?
+    /// The decrypted names of each user ref's folders on the server, in any order.
+    public var folders: [String: [String]]? = nil
 
     /// An expectation from its parts; a part left nil is not compared.
     public init(outcomes: [String: [String]]? = nil, pending: [String: Int]? = nil, deadLetters: [String: [String]]? = nil,
@@ -78,7 +80,8 @@ public struct ScenarioItemExpectation: Codable, Sendable, Equatable, CustomStrin
     public var passwordHistory: [String]?
     /// In the trash.
     public var deleted: Bool?
-    /// The folder's ref (a `createFolder` step's), when the item is in one.
+    /// The folder's ref (a `createFolder` or `folderCreate` step's), when the item is in one;
+    /// `""` expects the item in no folder.
     public var folder: String?
     /// A favourite (an absent favourite flag is false; observed items give it only when true).
     public var favorite: Bool?

@@ -35,7 +35,7 @@ extension Run {
             changed.favorite = !(current.favorite ?? false)
         case .anotherDeviceMove:
             action = .anotherDeviceMove
-            changed.folderId = try step.item.map { try resolvingFolder($0, step: index).folderId } ?? nil
+            changed.folderId = try step.item.map { try resolvingFolder($0, step: index).folderId.map(serverFolderId) } ?? nil
         case .anotherDeviceReencrypt:
             action = .anotherDeviceReencrypt
             changed = try current.decrypt(userKey: user.userKey).encrypt(userKey: user.userKey, random: random(UInt64(index) &+ 5000))
@@ -45,7 +45,8 @@ extension Run {
             changed.deletedDate = nil
         case .offline, .online, .advance, .create, .update, .softDelete, .delete, .anotherDevice, .anotherDeviceDelete,
              .anotherDeviceCreate, .createFolder, .lock, .unlock, .sync, .resolve, .retryDeadLetters, .fault, .crash, .compact,
-             .concurrently, .atEffect, .openView, .coldStart, .login, .restore, .anotherDeviceAttach:
+             .concurrently, .atEffect, .openView, .coldStart, .login, .restore, .anotherDeviceAttach, .folderCreate, .folderRename,
+             .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
             throw ReplayError.badStep(index: index, reason: "'\(step.do)' is not a change that keeps the item's fields")
         }
         journal.append(.init(step: index, ref: ref, action: action, content: content(try changed.decrypt(userKey: user.userKey)),

@@ -21,10 +21,20 @@ extension Run {
                      folder: folderRef(view.folderId))
     }
 
-    /// The ref of a folder id (nil for none, or a folder no step created).
+    /// The ref of a folder id as the device holds it (nil for none): a step's folder id, or the
+    /// server id the resolver mapped a temporary one to; `unknown folder {id}` for any other id.
     func folderRef(_ id: String?) -> String? {
         guard let id else { return nil }
-        return folders.first { $0.value.lowercased() == id.lowercased() }?.key
+        if let ref = folders.first(where: { $0.value.lowercased() == id.lowercased() })?.key { return ref }
+        return serverFolderRef(id)
+    }
+
+    /// The ref of a folder id as the server holds it: only the server's ids count, so an item
+    /// sent with a temporary id that was mapped shows as `unknown folder {id}`.
+    func serverFolderRef(_ id: String?) -> String? {
+        guard let id else { return nil }
+        if let ref = folders.first(where: { serverFolderId($0.value).lowercased() == id.lowercased() })?.key { return ref }
+        return "unknown folder \(id)"
     }
 
     func observe() async throws -> ScenarioExpectation {
@@ -61,14 +71,16 @@ extension Run {
                 let view = try cipher.decrypt(userKey: user.userKey)
                 var item = ScenarioItemExpectation(name: view.name, password: view.login?.password, notes: view.notes,
                                                    passwordHistory: (view.passwordHistory ?? []).compactMap(\.password),
-                                                   deleted: view.deletedDate != nil, folder: folderRef(view.folderId),
+                                                   deleted: view.deletedDate != nil, folder: serverFolderRef(view.folderId),
                                                    username: view.login?.username, favorite: view.favorite == true ? true : nil)
                 item.attachments = try await serverAttachments(of: cipher, user: user)
                 observed.append(item)
             }
             server[user.ref] = observed.sorted { ($0.name ?? "", $0.password ?? "") < ($1.name ?? "", $1.password ?? "") }
         }
-        return ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,
-                                   syncResults: syncResults)
+        var observed = ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,
+                                           syncResults: syncResults)
+        observed.folders = try await observeFolders()
+        return observed
     }
 }

@@ -335,7 +335,8 @@ extension Run {
             }, record: { _ in })
         case .offline, .online, .advance, .anotherDevice, .anotherDeviceDelete, .anotherDeviceCreate, .createFolder, .lock, .unlock,
              .retryDeadLetters, .fault, .crash, .compact, .concurrently, .atEffect, .openView, .anotherDeviceFavorite, .anotherDeviceMove,
-             .anotherDeviceRestore, .anotherDeviceReencrypt, .coldStart, .login, .anotherDeviceAttach:
+             .anotherDeviceRestore, .anotherDeviceReencrypt, .coldStart, .login, .anotherDeviceAttach, .folderCreate, .folderRename,
+             .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
             throw ReplayError.badStep(index: index, reason: "'\(step.do)' is not a save, sync or resolve")
         }
     }

@@ -196,6 +196,8 @@ extension Run {
             try await anotherDeviceKeepingFields(step, index: index)
         case .anotherDeviceAttach:
             try await anotherDeviceAttach(step, index: index)
+        case .folderCreate, .folderRename, .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
+            try await performFolderStep(step, index: index)
         case .coldStart:
             try await coldStart()
         case .login:

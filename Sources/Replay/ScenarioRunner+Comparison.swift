@@ -39,6 +39,12 @@ extension ScenarioRunner {
                 if want != got { lines.append("deadLetters.\(user): expected \(want), actual \(got)") }
             }
         }
+        if let folders = expected.folders {
+            for user in folders.keys.sorted() {
+                let want = folders[user]!.sorted(), got = (actual.folders?[user] ?? []).sorted()
+                if want != got { lines.append("folders.\(user): expected \(want), actual \(got)") }
+            }
+        }
         if let syncResults = expected.syncResults, syncResults != (actual.syncResults ?? []) {
             lines.append("syncResults: expected \(syncResults), actual \(actual.syncResults ?? [])")
         }
@@ -74,7 +80,7 @@ extension ScenarioRunner {
         if let username = want.username, got.username != username { return false }
         if let history = want.passwordHistory, got.passwordHistory ?? [] != history { return false }
         if let deleted = want.deleted, (got.deleted ?? false) != deleted { return false }
-        if let folder = want.folder, got.folder != folder { return false }
+        if let folder = want.folder, (got.folder ?? "") != folder { return false }
         if let favorite = want.favorite, (got.favorite ?? false) != favorite { return false }
         if let attachments = want.attachments, (got.attachments ?? []).sorted() != attachments.sorted() { return false }
         return true

@@ -15,8 +15,15 @@ extension Simulation {
     ///   another device changed the field afterwards, or the item was deleted or trashed later.
     ///   A save from a stale view (`openView`) did not see the saves made after the view was
     ///   read, so theirs must survive it.
-    static func fieldAndDeleteViolations(journal: [ScenarioJournalEntry], server: [String: [ScenarioItemExpectation]]) -> [String] {
+    ///
+    /// `existingFolders` (the refs of the server's folders, when observed): a folder the server no
+    /// longer has is not followed (the item goes to no folder; invariant 15 checks that).
+    static func fieldAndDeleteViolations(journal: [ScenarioJournalEntry], server: [String: [ScenarioItemExpectation]],
+                                         existingFolders: Set<String>? = nil) -> [String] {
         var violations: [String] = []
+        func followed(_ field: Field, _ value: String) -> Bool {
+            field != .folder || (existingFolders?.contains(value) ?? true)
+        }
         let serverItems = server.values.flatMap { $0 }
         forEachItem(journal: journal, server: server) { ref, entries, name, copies in
             let own = entries.filter { !$0.entry.action.isAnotherDevice }
@@ -44,7 +51,7 @@ extension Simulation {
                     || other.contains { $0.position > position && $0.entry.action == .anotherDeviceDelete }
                 if removedLater { continue }
                 for field in Field.allCases {
-                    guard let value = field.value(in: changes) else { continue }
+                    guard let value = field.value(in: changes), followed(field, value) else { continue }
                     // A later save that saw this one (made from the current copy, or from a
                     // view read after it) changed the field again.
                     let superseded = own.contains { later in

@@ -35,16 +35,26 @@ extension Simulation {
     /// what the run saw itself (``ScenarioOutcome/runViolations``: 10, an offline save refused;
     /// 11, a pending-count stream that did not end at the log's count).
     public static func check(_ outcome: ScenarioOutcome) -> [String] {
-        check(journal: outcome.journal, pending: outcome.actual.pending ?? [:], server: outcome.actual.server ?? [:])
+        check(journal: outcome.journal, pending: outcome.actual.pending ?? [:], server: outcome.actual.server ?? [:],
+              folders: outcome.actual.folders)
             + outcome.runViolations
     }
 
     /// The same checks on parts observed separately: what the user and other devices did
     /// (`journal`), pending counts per user, and every server item per user, decrypted (the
     /// resolver kill test observes them in another process than the one that made the edits).
+    ///
+    /// `folders` (the server's folder names per user, when observed): a version whose folder
+    /// the server no longer has (deleted by the user or another device) counts in no folder.
     public static func check(journal: [ScenarioJournalEntry], pending: [String: Int],
-                             server: [String: [ScenarioItemExpectation]]) -> [String] {
+                             server: [String: [ScenarioItemExpectation]], folders: [String: [String]]? = nil) -> [String] {
         var violations: [String] = []
+        let existingFolders = folders.map { Set($0.values.flatMap { $0 }.compactMap(folderRef(named:))) }
+        func sameFolder(_ found: String?, _ saved: String?) -> Bool {
+            if found == saved { return true }
+            guard found == nil, let saved, let existingFolders else { return false }
+            return !existingFolders.contains(saved)
+        }
         for (user, count) in pending.sorted(by: { $0.key < $1.key }) where count > 0 {
             violations.append("invariant 5: user \(user) still has \(count) pending items (dead letters included)")
         }
@@ -58,7 +68,7 @@ extension Simulation {
                       itemName == name || (trashed == nil && isCopy(item, of: name)) else { return false }
                 if let trashed, (item.deleted ?? false) != trashed { return false }
                 // In its folder: backups and overflow copies keep the version's folder too.
-                return item.password == content.password && item.notes == content.notes && item.folder == content.folder
+                return item.password == content.password && item.notes == content.notes && sameFolder(item.folder, content.folder)
             }
         }
         /// `content` out of the trash on the server: the item itself or a copy of it (a backup).
@@ -66,7 +76,7 @@ extension Simulation {
             serverItems.contains { item in
                 guard let name = content.name, let itemName = item.name, itemName == name || isCopy(item, of: name),
                       item.deleted != true else { return false }
-                return item.password == content.password && item.notes == content.notes && item.folder == content.folder
+                return item.password == content.password && item.notes == content.notes && sameFolder(item.folder, content.folder)
             }
         }
         var recoverable = Set<String>()
@@ -220,7 +230,7 @@ extension Simulation {
         for (key, count) in seen.sorted(by: { $0.key < $1.key }) where count > 1 {
             violations.append("invariant 4: \(count) identical server items \(key)")
         }
-        return violations + fieldAndDeleteViolations(journal: journal, server: server)
+        return violations + fieldAndDeleteViolations(journal: journal, server: server, existingFolders: existingFolders)
             + otherDeviceFieldViolations(journal: journal, server: server)
     }
 }

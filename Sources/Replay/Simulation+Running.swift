@@ -24,7 +24,7 @@ extension Simulation {
         // Injected faults make the resolver warn by design; only errors are worth showing.
         runner.logger.logLevel = .error
         let outcome = try await runner.run(scenario)
-        var violations = check(outcome)
+        var violations = check(outcome) + folderViolations(scenario: scenario, outcome: outcome)
         if let path = outcome.storePath {
             defer { if keepStoreAt == nil { try? FileManager.default.removeItem(atPath: path) } }
             violations += try storeViolations(path: path, scenario: scenario, outcome: outcome)

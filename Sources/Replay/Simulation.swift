@@ -225,6 +225,7 @@ public enum Simulation {
             steps.insert(ScenarioStep(.compact, user: user, keepDays: keepDays, keepVersions: keepVersions), at: at)
         }
         steps = insertingAttachments(into: steps, seed: seed, refs: refs)
+        steps = insertingFolders(into: steps, seed: seed, refs: refs, users: users)
         if concurrent { steps = insertingEpisodes(into: steps, seed: seed, users: users) }
         // Convergence: the server healthy, every vault unlocked, the backoff horizon passed.
         steps.append(ScenarioStep(.fault, fault: ScenarioFault(clear: true)))

@@ -52,6 +52,7 @@ public struct ConflictReport: Sendable, Equatable, Identifiable {
         case .restored: "\(item) was taken out of the trash on the server."
         case .attachmentNotCopied:
             "An attachment of \(item) could not be kept in its copy: \(record.reason ?? "its file is no longer on the server")."
+        case .folderMissing: "The folder of \(item) was deleted on another device; the item was saved with no folder."
         }
     }
 }

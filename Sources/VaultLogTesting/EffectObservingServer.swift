@@ -19,6 +19,12 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
     case attachmentAdded(cipherId: String, attachmentId: String)
     /// `DELETE /api/ciphers/{id}/attachment/{attachmentId}` removed an attachment.
     case attachmentDeleted(cipherId: String, attachmentId: String)
+    /// `POST /api/folders` created a folder (its server id).
+    case folderCreated(serverId: String)
+    /// `PUT /api/folders/{id}` renamed a folder.
+    case folderRenamed(folderId: String)
+    /// `DELETE /api/folders/{id}` deleted a folder.
+    case folderDeleted(folderId: String)
 
     /// A short line for logs: the request and the item id, e.g. "PUT <id>" or "POST → <server id>".
     public var description: String {
@@ -30,6 +36,9 @@ public enum ServerEffect: Sendable, Equatable, CustomStringConvertible {
         case .restored(let id): "restore \(id)"
         case .attachmentAdded(let id, let attachmentId): "attachment \(attachmentId) → \(id)"
         case .attachmentDeleted(let id, let attachmentId): "DELETE attachment \(attachmentId) of \(id)"
+        case .folderCreated(let serverId): "POST folder → \(serverId)"
+        case .folderRenamed(let id): "PUT folder \(id)"
+        case .folderDeleted(let id): "DELETE folder \(id)"
         }
     }
 }

@@ -354,6 +354,16 @@ struct EventTypeExplanationTests {
         .attachmentPlanned: "about to copy an attachment to item bak-1",
         .attachmentCopied: "attachment copied to item bak-1 as att-2",
         .attachmentUnavailable: "attachment not copied: attachment \"scan.pdf\" was not copied",
+        .folderCreated: "folder created offline",
+        .folderRenamed: "folder renamed offline",
+        .folderDeleted: "folder deleted offline",
+        .folderCreatePlanned: "about to create the folder on the server",
+        .folderMapped: "folder is on the server as folder-1",
+        .folderRenameApplied: "folder's new name is on the server",
+        .folderDeleteApplied: "folder deleted on the server",
+        .folderAlreadyDeleted: "already deleted by another device",
+        .itemFolderMissing: "its folder folder-1 was deleted by another device: saved with no folder",
+        .folderResolved: "everything pending for the folder is done",
     ]
 
     final class Store: Sendable {
@@ -393,8 +403,12 @@ struct EventTypeExplanationTests {
                         outcome.attachment = AttachmentCopy(sourceCipherId: "srv-1", sourceAttachmentId: "att-1", targetCipherId: "bak-1",
                                                             targetAttachmentId: type == .attachmentCopied ? "att-2" : nil)
                         if type == .attachmentUnavailable { outcome.reason = "attachment \"scan.pdf\" was not copied to item bak-1: gone" }
+                    case .folderCreated, .folderRenamed, .folderCreatePlanned: outcome.folderName = cipher.name?.serialized
+                    case .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+                        outcome.serverId = "folder-1"
+                    case .itemFolderMissing: outcome.folderId = "folder-1"
                     case .created, .updated, .softDeleted, .hardDeleted, .restored, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,
-                         .clearedAfterOnlineSuccess, .retryRequested, .syncApplied: break
+                         .clearedAfterOnlineSuccess, .retryRequested, .syncApplied, .folderDeleted: break
                     }
                     body = .outcome(outcome)
                 }

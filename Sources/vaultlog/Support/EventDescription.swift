@@ -223,6 +223,11 @@ struct EventRecord: Encodable {
         case .attachmentUnavailable:
             guard let out else { return "an attachment could not be copied: its file is gone" }
             return "attachment not copied: " + (out.reason ?? "its file is no longer on the server")
+        case .itemFolderMissing:
+            return "its folder \(out?.folderId ?? "?") was deleted by another device: saved with no folder"
+        case .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied,
+             .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+            return Self.folderText(type, out)
         case .reportsReviewed:
             return "resolution reports up to seq \(out?.sourceSequence.map(String.init) ?? "?") marked as reviewed"
         }

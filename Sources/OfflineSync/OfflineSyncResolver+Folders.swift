@@ -1,0 +1,178 @@
+import Foundation
+import Logging
+import VaultCrypto
+import VaultModel
+
+/// What the item pass of a run knows about folders once the folder pass is done.
+struct FolderContext: Sendable {
+    /// Temporary folder id → server id (every folder created offline that reached the server).
+    var idMap: [String: String] = [:]
+    /// Temporary ids of folders whose create could not be sent yet (the server is out of
+    /// reach): items in them wait, so they are never pushed with an id the server never saw.
+    var waiting: Set<String> = []
+    /// The user's folders on the server after the folder pass; nil when unknown (the server
+    /// port has no folder routes), then items are sent with their folder as it is.
+    var serverFolderIds: Set<String>? = nil
+
+    /// `cipher` with its folder as it is sent (``sendable(_:)``).
+    func asSent(_ cipher: Cipher) -> Cipher {
+        guard cipher.folderId != nil else { return cipher }
+        var sent = cipher
+        sent.folderId = sendable(cipher.folderId)
+        return sent
+    }
+
+    /// The `folderId` to send for `folderId`: the server's id of a folder created offline, nil
+    /// for a folder the server no longer has.
+    func sendable(_ folderId: String?) -> String? {
+        guard let folderId else { return nil }
+        let serverId = idMap[folderId] ?? folderId
+        if let known = serverFolderIds, !known.contains(serverId) { return nil }
+        return serverId
+    }
+}
+
+extension OfflineSyncResolver {
+    // MARK: Folders
+
+    /// The folder pass, before any item: creates (announced, found again after a lost answer),
+    /// renames and deletes of folders made offline. Each folder's failure is logged and leaves
+    /// it pending; it never stops the items. Returns what the items need.
+    func resolveFolders(_ projection: Projection, userId: String, due: [PendingChange]) async throws -> FolderContext {
+        var context = FolderContext(idMap: projection.folderIdMap ?? [:])
+        let pending = (projection.folders ?? [:]).values.sorted { ($0.versionSequences.first ?? 0) < ($1.versionSequences.first ?? 0) }
+        guard let folders = server as? any FolderServer else {
+            context.waiting = Set(pending.filter { $0.change == .create }.map(\.folderId))
+            return context
+        }
+        var listed: [ServerFolder]?
+        for folder in pending {
+            do {
+                if let serverId = try await resolveFolder(folder, folders: folders, listed: &listed, userId: userId) {
+                    context.idMap[folder.folderId] = serverId
+                }
+            } catch let interruption as any ResolutionInterruption {
+                throw interruption
+            } catch {
+                logger.warning("folder resolution failed", metadata: ["folder": "\(folder.folderId)", "error": "\(error)"])
+                // Out of reach: its items wait for it. Refused by the server: they go to no folder.
+                if folder.change == .create, error.serverErrorKind == .unavailable || error.serverErrorKind == .loginRequired {
+                    context.waiting.insert(folder.folderId)
+                }
+            }
+        }
+        if due.contains(where: { $0.latest.folderId != nil }) {
+            do {
+                context.serverFolderIds = Set(try await folders.listFolders().map(\.id))
+            } catch {
+                logger.info("cannot list folders; items keep their folder as it is", metadata: ["error": "\(error)"])
+            }
+        }
+        return context
+    }
+
+    /// One folder's pending operation; the server id of a folder created offline.
+    private func resolveFolder(_ folder: PendingFolder, folders: any FolderServer, listed: inout [ServerFolder]?,
+                               userId: String) async throws -> String? {
+        switch folder.change {
+        case .create:
+            guard let name = folder.name.flatMap({ try? EncString($0) }) else {
+                throw ServerFailure(.rejected, "folder \(folder.folderId): its name is not an encrypted string")
+            }
+            var serverId = folder.mappedServerId
+            var serverName = folder.steps.last(where: { $0.type == .folderMapped })?.outcome.folderName
+            if serverId == nil {
+                let markers = Set(folder.steps.filter { $0.type == .folderCreatePlanned }.compactMap(\.outcome.marker) + [name.serialized])
+                if listed == nil { listed = try await folders.listFolders() }
+                var found = listed?.first { markers.contains($0.name.serialized) }
+                if found == nil {
+                    var planned = OutcomeBody(at: now, marker: name.serialized, reason: "about to create the folder")
+                    planned.folderName = name.serialized
+                    try await recordFolder(folder, [(.folderCreatePlanned, planned)], userId: userId)
+                    found = try await folders.createFolder(encryptedName: name)
+                }
+                guard let created = found else { preconditionFailure("a created folder") }
+                var mapped = OutcomeBody(at: now, serverId: created.id, revisionDate: created.revisionDate, reason: "created offline")
+                mapped.folderName = created.name.serialized
+                try await recordFolder(folder, [(.folderMapped, mapped)], userId: userId)
+                (serverId, serverName) = (created.id, created.name.serialized)
+            }
+            guard let serverId else { preconditionFailure("a mapped folder") }
+            var events: [(VaultEventType, OutcomeBody)] = []
+            if serverName != name.serialized {
+                // Renamed after the create was sent: the server has the older name.
+                let renamed = try await folders.renameFolder(id: serverId, encryptedName: name)
+                events.append((.folderRenameApplied, OutcomeBody(at: now, serverId: serverId, revisionDate: renamed.revisionDate)))
+            }
+            events.append((.folderResolved, OutcomeBody(at: now, serverId: serverId)))
+            try await recordFolder(folder, events, userId: userId)
+            return serverId
+        case .rename:
+            guard let name = folder.name.flatMap({ try? EncString($0) }) else {
+                throw ServerFailure(.rejected, "folder \(folder.folderId): its name is not an encrypted string")
+            }
+            let serverId = try store.projection(userId: userId).serverFolderId(folder.folderId)
+            do {
+                // The local rename is the newer: it wins over another device's, no copy needed.
+                let renamed = try await folders.renameFolder(id: serverId, encryptedName: name)
+                try await recordFolder(folder, [(.folderRenameApplied, OutcomeBody(at: now, serverId: serverId, revisionDate: renamed.revisionDate)),
+                                                (.folderResolved, OutcomeBody(at: now, serverId: serverId))], userId: userId)
+            } catch where error.serverErrorKind == .notFound {
+                try await recordFolder(folder, [(.folderAlreadyDeleted, OutcomeBody(at: now, serverId: serverId, reason: "renamed offline; another device had deleted it")),
+                                                (.folderResolved, OutcomeBody(at: now, serverId: serverId))], userId: userId)
+            }
+            return nil
+        case .delete:
+            var serverId: String? = try store.projection(userId: userId).folderIdMap?[folder.folderId]
+            if serverId == nil, folder.mayBeOnServer {
+                // Announced, never mapped: delete the copy if the create reached the server.
+                let markers = Set(folder.steps.compactMap(\.outcome.marker))
+                if listed == nil { listed = try await folders.listFolders() }
+                serverId = listed?.first { markers.contains($0.name.serialized) }?.id
+                if serverId == nil {
+                    try await recordFolder(folder, [(.folderResolved, OutcomeBody(at: now, reason: "created and deleted offline; never on the server"))],
+                                           userId: userId)
+                    return nil
+                }
+            }
+            let id = serverId ?? folder.folderId
+            do {
+                try await folders.deleteFolder(id: id)
+                try await recordFolder(folder, [(.folderDeleteApplied, OutcomeBody(at: now, serverId: id)),
+                                                (.folderResolved, OutcomeBody(at: now, serverId: id))], userId: userId)
+            } catch where error.serverErrorKind == .notFound {
+                try await recordFolder(folder, [(.folderAlreadyDeleted, OutcomeBody(at: now, serverId: id, reason: "deleted offline; another device had deleted it")),
+                                                (.folderResolved, OutcomeBody(at: now, serverId: id))], userId: userId)
+            }
+            return nil
+        }
+    }
+
+    /// Appends folder outcomes, covering the folder's operations the pass read: a rename saved
+    /// meanwhile keeps the folder pending (its `folderResolved` is left out).
+    private func recordFolder(_ folder: PendingFolder, _ events: [(VaultEventType, OutcomeBody)], userId: String) async throws {
+        _ = try await store.appendOutcomes(userId: userId, cipherId: folder.folderId, coveredThrough: folder.versionSequences.last ?? 0,
+                                           events: events.map { .init(cipherId: folder.folderId, type: $0.0, body: .outcome($0.1)) },
+                                           localChanges: [])
+    }
+
+    /// The change with its folder as the server must get it: a folder created offline under its
+    /// server id, a folder the server no longer has as none (the folder that was lost). Nil
+    /// when the item must wait for its folder's create.
+    func withServerFolder(_ change: PendingChange, run: RunContext) -> (change: PendingChange, lostFolder: String?)? {
+        // Every change type: a trash move may carry edits it pushes first.
+        guard change.changeType != .hardDelete, let folderId = change.latest.folderId else { return (change, nil) }
+        if run.folders.waiting.contains(folderId) { return nil }
+        var fixed = change
+        fixed.latest.folderId = run.folders.sendable(folderId)
+        return (fixed, fixed.latest.folderId == nil ? (run.folders.idMap[folderId] ?? folderId) : nil)
+    }
+
+    /// Records that the item's folder was gone (once per folder and change).
+    func recordLostFolder(_ item: inout Item, folderId: String, run: RunContext) async throws {
+        guard !item.steps.contains(where: { $0.type == .itemFolderMissing && $0.outcome.folderId == folderId }) else { return }
+        var body = OutcomeBody(at: now, reason: "the item's folder was deleted by another device; it was saved with no folder")
+        body.folderId = folderId
+        try await record(&item, .itemFolderMissing, body, run: run)
+    }
+}
