@@ -21,17 +21,11 @@ extension VaultRepository {
         let encrypted = EncString.encrypt(name, key: userKey, random: store.dependencies.random)
         let tempId = store.dependencies.makeId()
         var mayHaveArrived = false
-        if let folders = server as? any FolderServer, try store.projection(userId: userId).folders == nil {
-            do {
-                return try await folders.createFolder(encryptedName: encrypted).id
-            } catch where Self.isRejection(error) {
-                throw error
-            } catch {
-                guard offlineAllowed else { throw error }
-                mayHaveArrived = error.requestMayHaveArrived
-            }
+        if let id = try await folderCallOnline(pending: try store.projection(userId: userId), {
+            try await $0.createFolder(encryptedName: encrypted).id
+        }, offlineBecause: { mayHaveArrived = $0.requestMayHaveArrived }) {
+            return id
         }
-        guard offlineAllowed else { throw ServerFailure(.unavailable, "the folder cannot be saved: the server port has no folder routes and offline saving is off") }
         var created = OutcomeBody(at: now)
         created.folderName = encrypted.serialized
         var events = [VaultLogStore.PlannedEvent(cipherId: tempId, type: .folderCreated, body: .outcome(created))]
@@ -52,18 +46,12 @@ extension VaultRepository {
         let userKey = try store.userKey(userId: userId)
         let encrypted = EncString.encrypt(name, key: userKey, random: store.dependencies.random)
         let projection = try store.projection(userId: userId)
-        if let folders = server as? any FolderServer, projection.folders == nil {
-            do {
-                // A folder created offline is known to the server under its mapped id.
-                _ = try await folders.renameFolder(id: projection.serverFolderId(id), encryptedName: encrypted)
-                return
-            } catch where Self.isRejection(error) {
-                throw error
-            } catch {
-                guard offlineAllowed else { throw error }
-            }
+        // A folder created offline is known to the server under its mapped id.
+        if try await folderCallOnline(pending: projection, {
+            _ = try await $0.renameFolder(id: projection.serverFolderId(id), encryptedName: encrypted)
+        }) != nil {
+            return
         }
-        guard offlineAllowed else { throw ServerFailure(.unavailable, "the folder cannot be saved: the server port has no folder routes and offline saving is off") }
         var renamed = OutcomeBody(at: now)
         renamed.folderName = encrypted.serialized
         try await store.append(userId: userId, events: [.init(cipherId: id, type: .folderRenamed, body: .outcome(renamed))])
@@ -79,25 +67,42 @@ extension VaultRepository {
             copy.folderId = nil
             return .upsert(copy)
         }
+        if try await folderCallOnline(pending: projection, { (folders: any FolderServer) -> Void in
+            do {
+                try await folders.deleteFolder(id: serverId)
+            } catch where error.serverErrorKind == .notFound {
+                // Another device deleted it already: what the user asked for holds.
+                logger.info("folder already deleted on the server", metadata: ["folder": "\(id)"])
+            }
+            if !moved.isEmpty { try await store.applyLocal(moved, userId: userId) }
+        }) != nil {
+            return
+        }
+        try await store.append(userId: userId, events: [.init(cipherId: id, type: .folderDeleted, body: .outcome(OutcomeBody(at: now)))],
+                               localChanges: moved)
+    }
+
+    /// A folder call made on the server when nothing of the user's folders is pending (pending
+    /// folder operations go first, in order, through the resolver): `online`'s value, or nil when
+    /// the call is to be saved offline instead (no folder routes, something pending, or a failure
+    /// other than a rejection; `offlineBecause` sees that failure). Throws a rejection, any
+    /// failure when offline saving is off, and, with offline saving off and no server to ask,
+    /// that the folder cannot be saved.
+    private func folderCallOnline<T>(pending projection: Projection, _ online: (any FolderServer) async throws -> T,
+                                     offlineBecause: (any Error) -> Void = { _ in }) async throws -> T? {
         if let folders = server as? any FolderServer, projection.folders == nil {
             do {
-                do {
-                    try await folders.deleteFolder(id: serverId)
-                } catch where error.serverErrorKind == .notFound {
-                    // Another device deleted it already: what the user asked for holds.
-                    logger.info("folder already deleted on the server", metadata: ["folder": "\(id)"])
-                }
-                if !moved.isEmpty { try await store.applyLocal(moved, userId: userId) }
-                return
+                return try await online(folders)
             } catch where Self.isRejection(error) {
                 throw error
             } catch {
                 guard offlineAllowed else { throw error }
+                offlineBecause(error)
+                return nil
             }
         }
         guard offlineAllowed else { throw ServerFailure(.unavailable, "the folder cannot be saved: the server port has no folder routes and offline saving is off") }
-        try await store.append(userId: userId, events: [.init(cipherId: id, type: .folderDeleted, body: .outcome(OutcomeBody(at: now)))],
-                               localChanges: moved)
+        return nil
     }
 
     /// Whether a save into `folderId` goes through the resolver (appended, then resolved at
