@@ -16,10 +16,19 @@ extension Run {
     /// Attachments of an item another device or the user deleted afterwards are not followed
     /// (their files may be gone). Copies of items still pending are checked later (their copy
     /// may be half made); the check runs before every compaction (which removes the record of
-    /// the copies) and at the end. Appends to ``runViolations``.
+    /// the copies) and at the end. Appends to ``runViolations``. The check reads the server as an
+    /// observer, not as the scenario's device: the emulator's injected faults are set aside while
+    /// it runs (and left as they were, scripted failures still to come), so an injected 5xx is
+    /// neither reported as a missing copy nor used up by the check.
     func checkAttachmentsOfCopies(when: String) async {
         let attaches = journal.filter { $0.action == .anotherDeviceAttach && $0.applied == true && $0.attachment != nil }
         guard !attaches.isEmpty else { return }
+        let faults = emulator?.faults.current
+        if var none = faults {
+            none.offline = nil; none.latency = 0; none.jitter = 0; none.errorRate = 0; none.scripted = []
+            emulator?.faults.apply(none)
+        }
+        defer { if let faults { emulator?.faults.apply(faults) } }
         for user in users where store.isUnlocked(userId: user.userId) {
             do {
                 runViolations += try await attachmentViolations(user: user, attaches: attaches.filter { $0.user == user.ref }, when: when)

@@ -194,8 +194,16 @@ extension Simulation {
 
             // 1: passwords typed while pending.
             for (password, step, batch) in typedWhilePending where !recoverable.contains(password) {
+                // Another device's permanent delete takes the password with the item when it met
+                // no pending state, or only state of a later batch (this one was resolved
+                // before: an entry in between found the item clean). A trash move with no edit
+                // that meets such a delete is cleaned up, the item gone.
+                func resolvedBefore(_ deleteStep: Int) -> Bool {
+                    entries.contains { $0.step > step && $0.step < deleteStep && $0.pendingBefore == false }
+                }
                 let deletedLater = own.contains { ($0.action == .delete || discardingSteps.contains($0.step)) && $0.step > step }
-                    || other.contains { $0.action == .anotherDeviceDelete && $0.step > step && $0.pendingBefore == false }
+                    || other.contains { $0.action == .anotherDeviceDelete && $0.step > step
+                        && ($0.pendingBefore == false || resolvedBefore($0.step)) }
                 // Once its batch is resolved a password is ordinary history: later changes (with
                 // nothing pending, or in a later batch) follow Bitwarden's 5-entry rule.
                 let pushedOut = plainPasswordChanges.contains { $0 > step }
