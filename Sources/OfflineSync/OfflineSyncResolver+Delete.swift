@@ -58,7 +58,9 @@ extension OfflineSyncResolver {
             let decision = DeleteDecision.decide(
                 changeType: change.changeType, latest: change.latest, base: base, hasEdits: change.hasEdits, server: serverCopy,
                 passwordChanges: change.offlinePasswordChangeCount, softConflictThreshold: options.softConflictPasswordChangeThreshold,
-                own: try ownWrites(own, covering: serverCopy, base: base, item: item, run: run), createChain: createChain)
+                own: try ownWrites(own, covering: serverCopy, base: base, item: item, run: run), createChain: createChain,
+                latestPushed: item.steps.last(where: { $0.type == .pushed && $0.outcome.sourceSequence == item.latestSequence })?
+                    .outcome.revisionDate)
             switch decision {
             case .cleanUp:
                 try await record(&item, [(.cleanedUp, OutcomeBody(at: now, reason: "the server no longer has the item")),
@@ -112,7 +114,13 @@ extension OfflineSyncResolver {
                     var payload = change.latest
                     payload.id = id
                     do {
-                        _ = try await server.updateCipher(payload, lastKnownRevisionDate: copy.revisionDate)
+                        let updated = try await server.updateCipher(payload, lastKnownRevisionDate: copy.revisionDate)
+                        // Recorded before the trash move is sent: if its answer is lost and another
+                        // device restores the item, the next attempt tells that restore (a revision
+                        // after this one) from a move never sent (this very revision).
+                        try await record(&item, .pushed, OutcomeBody(at: now, serverId: id, revisionDate: updated.revisionDate,
+                                                                     reason: "edits made before the trash move",
+                                                                     sourceSequence: item.latestSequence), run: run)
                     } catch where error.serverErrorKind == .staleRevision {
                         staleAnswers += 1
                         if staleAnswers > options.staleRetryLimit { throw StaleRetriesExhausted(cipherId: item.id, attempts: staleAnswers) }

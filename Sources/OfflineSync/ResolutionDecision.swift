@@ -119,9 +119,12 @@ public enum DeleteDecision: Equatable, Sendable {
     case cleanUp
 
     /// Decides a pending delete against the server's copy (`server` nil: the server answered 404).
+    /// `latestPushed`: the revision the server gave an earlier attempt's push of the latest
+    /// version's edits (recorded before that attempt sent the trash move), if any.
     public static func decide(changeType: PendingChangeType, latest: Cipher, base: BitwardenDate?, hasEdits: Bool,
                               server: Cipher?, passwordChanges: Int = 0, softConflictThreshold: Int = 4,
-                              own: OwnWrites = OwnWrites(), createChain: Bool = false) -> DeleteDecision {
+                              own: OwnWrites = OwnWrites(), createChain: Bool = false,
+                              latestPushed: BitwardenDate? = nil) -> DeleteDecision {
         let permanent = changeType == .hardDelete
         let carriesEdits = hasEdits && !permanent
         guard let server else { return carriesEdits ? .recreateAndTrash : .cleanUp }
@@ -129,7 +132,13 @@ public enum DeleteDecision: Equatable, Sendable {
         // them, or a trash move's response was lost): not a conflict. (Without edits the local
         // copy is the server's old content, which proves nothing about who wrote the server's.)
         if carriesEdits, latest.sameContent(as: server) {
-            return server.deletedDate != nil ? .alreadyApplied : .apply(pushEdits: false, backupServer: false)
+            if server.deletedDate != nil { return .alreadyApplied }
+            // Out of the trash at a revision after our recorded push: the trash move that came
+            // next was applied (its answer lost) and another device restored the item since, or
+            // another device changed it without changing its content. Either way another device
+            // acted after our edits: the delete is dropped, and the server already holds them.
+            if let latestPushed, server.revisionDate != latestPushed { return .drop(backupLocal: false) }
+            return .apply(pushEdits: false, backupServer: false)
         }
         // Already in the trash and nothing of ours to add: the user's intent holds. (With edits
         // the trash is not enough: they still have to reach the server.)

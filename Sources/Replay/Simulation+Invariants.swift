@@ -127,7 +127,10 @@ extension Simulation {
             let touchedAfter = other.contains { $0.step > last.step }
             switch last.action {
             case .softDelete where discardingSteps.contains(last.step):
-                if let name, serverItems.contains(where: { $0.name == name && $0.deleted != true }) {
+                // Another device's restore afterwards brings back a copy that reached the server
+                // (from the trash, or by meeting the pending trash move, which it then drops).
+                let restoredElsewhere = other.contains { $0.step > last.step && $0.action == .anotherDeviceRestore && $0.applied == true }
+                if let name, !restoredElsewhere, serverItems.contains(where: { $0.name == name && $0.deleted != true }) {
                     violations.append("invariant 2: \(ref): a pending create trashed by the user is active on the server")
                 }
             case .softDelete:

@@ -97,6 +97,8 @@ import VaultLogTesting
         var createChain = false
         /// The local copy the delete was made from was in the trash.
         var latestTrashed = false
+        /// The revision an earlier attempt's push of the latest edits got (recorded as `pushed`).
+        var latestPushed: BitwardenDate?
         let expected: DeleteDecision
         var testDescription: String { label }
     }
@@ -122,6 +124,12 @@ import VaultLogTesting
                   serverTrashed: true, hasEdits: true, serverHoldsLatest: true, expected: .alreadyApplied),
         DeleteRow(label: "soft delete with edits already pushed → delete", type: .softDelete, serverRevision: at(5),
                   hasEdits: true, serverHoldsLatest: true, expected: .apply(pushEdits: false, backupServer: false)),
+        DeleteRow(label: "soft delete with edits pushed (recorded), server unchanged since → delete", type: .softDelete,
+                  serverRevision: at(5), hasEdits: true, serverHoldsLatest: true, latestPushed: at(5),
+                  expected: .apply(pushEdits: false, backupServer: false)),
+        DeleteRow(label: "soft delete with edits pushed (recorded), trashed, then restored by another device → drop, no backup",
+                  type: .softDelete, serverRevision: at(7), hasEdits: true, serverHoldsLatest: true, latestPushed: at(5),
+                  expected: .drop(backupLocal: false)),
         DeleteRow(label: "soft delete whose own earlier version is on the server (lost answer) → no conflict", type: .softDelete,
                   serverRevision: at(5), hasEdits: true, serverHoldsOwnEarlier: true, expected: .apply(pushEdits: true, backupServer: false)),
         DeleteRow(label: "soft delete with edits, 404 → re-create, trash again", type: .softDelete, serverRevision: nil, hasEdits: true,
@@ -158,7 +166,7 @@ import VaultLogTesting
         let own = row.hasEdits ? OwnWrites(sent: [earlier, latest]) : OwnWrites(trashed: [earlier])
         #expect(DeleteDecision.decide(changeType: row.type, latest: latest, base: Self.at(0), hasEdits: row.hasEdits, server: server,
                                       passwordChanges: row.passwordChanges, softConflictThreshold: 4,
-                                      own: own, createChain: row.createChain) == row.expected)
+                                      own: own, createChain: row.createChain, latestPushed: row.latestPushed) == row.expected)
     }
 
     // MARK: The merge table: each part changed locally × each part changed on the server
