@@ -23,15 +23,11 @@ extension Run {
     func checkAttachmentsOfCopies(when: String) async {
         let attaches = journal.filter { $0.action == .anotherDeviceAttach && $0.applied == true && $0.attachment != nil }
         guard !attaches.isEmpty else { return }
-        let faults = emulator?.faults.current
-        if var none = faults {
-            none.offline = nil; none.latency = 0; none.jitter = 0; none.errorRate = 0; none.scripted = []
-            emulator?.faults.apply(none)
-        }
-        defer { if let faults { emulator?.faults.apply(faults) } }
         for user in users where store.isUnlocked(userId: user.userId) {
             do {
-                runViolations += try await attachmentViolations(user: user, attaches: attaches.filter { $0.user == user.ref }, when: when)
+                runViolations += try await withFaultsSetAside {
+                    try await attachmentViolations(user: user, attaches: attaches.filter { $0.user == user.ref }, when: when)
+                }
             } catch {
                 runViolations.append("invariant 14: user \(user.ref) \(when): the check could not run: \(error)")
             }

@@ -54,10 +54,15 @@ extension Run {
         let entry = journal.count - 1
         if current.deletedDate != nil { journal[entry].sawTrashed = true }
         let answer: Cipher
-        if step.do == .anotherDeviceRestore {
-            answer = try await user.onOtherDevice { try await $0.restoreCipher(id: id) }
-        } else {
-            answer = try await user.onOtherDevice { try await $0.updateCipher(changed, lastKnownRevisionDate: current.revisionDate) }
+        do {
+            if step.do == .anotherDeviceRestore {
+                answer = try await user.onOtherDevice { try await $0.restoreCipher(id: id) }
+            } else {
+                answer = try await user.onOtherDevice { try await $0.updateCipher(changed, lastKnownRevisionDate: current.revisionDate) }
+            }
+        } catch {
+            await observeApplied(entry: entry, user: user, id: id, before: current.revisionDate)
+            throw error
         }
         journal[entry].applied = answer.revisionDate != current.revisionDate
     }

@@ -143,7 +143,13 @@ extension Run {
             var set = changes
             set.folderId = nil
             journal[entry].changes = set
-            let answer = try await user.onOtherDevice { try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate) }
+            let answer: Cipher
+            do {
+                answer = try await user.onOtherDevice { try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate) }
+            } catch {
+                await observeApplied(entry: entry, user: user, id: id, before: current.revisionDate)
+                throw error
+            }
             journal[entry].applied = true
             if let after = answer.revisionDate, let before = current.revisionDate {
                 journal[entry].newRevision = abs(after.ticksSince1970 - before.ticksSince1970) > BitwardenDate.ticksPerSecond
@@ -153,7 +159,12 @@ extension Run {
             journal.append(.init(step: index, ref: step.ref!, action: .anotherDeviceDelete, content: nil, offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
             let entry = journal.count - 1
-            try await user.onOtherDevice { try await $0.deleteCipher(id: id) }
+            do {
+                try await user.onOtherDevice { try await $0.deleteCipher(id: id) }
+            } catch {
+                await observeApplied(entry: entry, user: user, id: id, before: nil, isDelete: true)
+                throw error
+            }
             journal[entry].applied = true
         case .anotherDeviceCreate:
             let user = try self.user(step.user, step: index)
