@@ -205,7 +205,11 @@ public final class VaultRepository: Sendable {
                 return try await updateCipher(fresh)
             }
             // Pending state: never straight to the server. Into the log, then resolved at once.
-            let sequence = try await appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged, local: [.upsert(encrypted)])
+            // The first edit of an item with nothing pending (one moved into a folder created
+            // offline) keeps the version it started from, as an offline edit does.
+            let base = state.pending[id] != nil ? nil : previousCipher.flatMap { $0.revisionDate == encrypted.revisionDate ? $0 : nil }
+            let sequence = try await appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged,
+                                                     base: base, local: [.upsert(encrypted)])
             return try await resolveNow(id, saved: encrypted, sequence: sequence)
         }
         do {

@@ -77,13 +77,14 @@ import Darwin
 
     /// The seeds of `vaultlog simulate --seeds 1..10000` that failed on commit 404b84e and pass
     /// since: an own online trash move whose revision was never read, then an edit in the trash
-    /// and a restore, backed up as a conflict (3292, 4050, 5241, 5669, 8164, 8901, 9098); a trash
+    /// and a restore, backed up as a conflict (3292, 4050, 5241, 5669, 8164, 8901, 9098), or with
+    /// a move into a folder created offline, whose save kept no base (4430, 6952); a trash
     /// move whose answer was lost, applied again over another device's restore (1901, 1967);
     /// and checks that misread the run: an injected 503 seen as a missing copy (740), another
     /// device's change that a fault stopped counted as applied (4148, 4618, 9317, 9540), a
     /// permanent delete by another device after the batch was resolved (1653), another
     /// device's restore of a trashed pending create (2511).
-    @Test(arguments: [740, 1653, 1901, 1967, 2511, 3292, 4050, 4148, 4618, 5241, 5669, 8164, 8901, 9098, 9317, 9540] as [UInt64])
+    @Test(arguments: [740, 1653, 1901, 1967, 2511, 3292, 4050, 4148, 4430, 4618, 5241, 5669, 6952, 8164, 8901, 9098, 9317, 9540] as [UInt64])
     func seedsThatFailedOn404b84e_holdEveryInvariant(seed: UInt64) async throws {
         let violations = try await Simulation.run(seed: seed)
         #expect(violations.isEmpty, "seed \(seed):\n\(violations.joined(separator: "\n"))")
