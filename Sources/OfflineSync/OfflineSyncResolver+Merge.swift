@@ -25,9 +25,7 @@ extension OfflineSyncResolver {
         guard options.mergesDisjointChanges, !createChain, item.change.changeType == .update,
               let base, let revision = server.revisionDate, revision != base, !own.wrote(server),
               !item.latest.sameContent(as: server),
-              let first = item.change.versionSequences.first,
-              let event = try store.event(at: first, userId: run.userId), event.type == .updated,
-              let baseCipher = event.operation?.base, baseCipher.revisionDate == base else { return nil }
+              let (firstType, baseCipher) = try recordedBase(item, base: base, run: run), firstType == .updated else { return nil }
         let baseView = try baseCipher.decrypt(userKey: run.userKey)
         let local = try item.latest.decrypt(userKey: run.userKey)
         let theirs = try server.decrypt(userKey: run.userKey)
@@ -42,6 +40,14 @@ extension OfflineSyncResolver {
             return nil
         }
         return DisjointMerge(parts: MergedParts(local: merge.changedHere, server: merge.takenFromCurrent), view: merge.merged)
+    }
+
+    /// The version the change's first edit started from, as that edit recorded it (with the
+    /// edit's type), when its revision is the change's `base`; nil when none was recorded.
+    func recordedBase(_ item: Item, base: BitwardenDate, run: RunContext) throws -> (firstType: VaultEventType, cipher: Cipher)? {
+        guard let first = item.change.versionSequences.first, let event = try store.event(at: first, userId: run.userId),
+              let cipher = event.operation?.base, cipher.revisionDate == base else { return nil }
+        return (event.type, cipher)
     }
 
     /// Pushes the merged item (``UpdateDecision/merged(_:backupServer:reason:)``): a soft

@@ -186,9 +186,8 @@ extension OfflineSyncResolver {
         // This device's own trash move whose new revision it never read (the read after an
         // online trash move failed): the change started from a trashed local copy at the
         // revision before the move, and the server holds that very content in its trash.
-        if server.deletedDate != nil, let first = item.change.versionSequences.first,
-           let baseCipher = try store.event(at: first, userId: run.userId)?.operation?.base,
-           baseCipher.revisionDate == base, baseCipher.deletedDate != nil, server.sameContent(as: baseCipher) {
+        if server.deletedDate != nil, let baseCipher = try recordedBase(item, base: base, run: run)?.cipher,
+           baseCipher.deletedDate != nil, server.sameContent(as: baseCipher) {
             var more = own
             more.revisions.insert(revision)
             return more

@@ -198,6 +198,10 @@ public final class VaultRepository: Sendable {
         }
         let viaResolver = try folderNeedsResolver(&edited.folderId)
         let encrypted = try edited.encrypt(userKey: userKey, random: store.dependencies.random)
+        // The first edit of an item with nothing pending keeps the version it started from: the
+        // base of the resolver's merge with another device's change.
+        let firstEditBase = state.pending[id] != nil ? nil
+            : previousCipher.flatMap { $0.revisionDate == encrypted.revisionDate ? $0 : nil }
         if state.pending[id] != nil || viaResolver {
             guard offlineAllowed else {
                 var fresh = original
@@ -205,11 +209,9 @@ public final class VaultRepository: Sendable {
                 return try await updateCipher(fresh)
             }
             // Pending state: never straight to the server. Into the log, then resolved at once.
-            // The first edit of an item with nothing pending (one moved into a folder created
-            // offline) keeps the version it started from, as an offline edit does.
-            let base = state.pending[id] != nil ? nil : previousCipher.flatMap { $0.revisionDate == encrypted.revisionDate ? $0 : nil }
+            // (A first edit comes here when it moves the item into a folder created offline.)
             let sequence = try await appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged,
-                                                     base: base, local: [.upsert(encrypted)])
+                                                     base: firstEditBase, local: [.upsert(encrypted)])
             return try await resolveNow(id, saved: encrypted, sequence: sequence)
         }
         do {
@@ -221,11 +223,8 @@ public final class VaultRepository: Sendable {
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
             logger.info("server unavailable; saving edit offline", metadata: ["cipher": "\(id)", "error": "\(error)"])
-            // The first edit of an item with nothing pending keeps the version it started from:
-            // the base of the resolver's merge with another device's change.
-            let base = previousCipher.flatMap { $0.revisionDate == encrypted.revisionDate ? $0 : nil }
             let sequence = try await appendOperation(.updated, encrypted, id: id, passwordChanged: passwordChanged,
-                                                     base: base, local: [.upsert(encrypted)])
+                                                     base: firstEditBase, local: [.upsert(encrypted)])
             return .savedOffline(encrypted, sequence: sequence)
         }
     }

@@ -53,16 +53,9 @@ extension Run {
                              offline: false, pendingBefore: isPending(ref), user: user.ref))
         let entry = journal.count - 1
         if current.deletedDate != nil { journal[entry].sawTrashed = true }
-        let answer: Cipher
-        do {
-            if step.do == .anotherDeviceRestore {
-                answer = try await user.onOtherDevice { try await $0.restoreCipher(id: id) }
-            } else {
-                answer = try await user.onOtherDevice { try await $0.updateCipher(changed, lastKnownRevisionDate: current.revisionDate) }
-            }
-        } catch {
-            await observeApplied(entry: entry, user: user, id: id, before: current.revisionDate)
-            throw error
+        let restoring = step.do == .anotherDeviceRestore
+        let answer = try await asAnotherDevice(entry: entry, user: user, id: id, before: current.revisionDate) {
+            restoring ? try await $0.restoreCipher(id: id) : try await $0.updateCipher(changed, lastKnownRevisionDate: current.revisionDate)
         }
         journal[entry].applied = answer.revisionDate != current.revisionDate
     }

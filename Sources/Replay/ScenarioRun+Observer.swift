@@ -17,6 +17,19 @@ extension Run {
         return try await body()
     }
 
+    /// Another device's request for item `id` (journal entry `entry`, journaled before it): when
+    /// it fails, ``observeApplied(entry:user:id:before:isDelete:)`` marks whether it was applied
+    /// all the same, and the error is thrown on.
+    func asAnotherDevice<T>(entry: Int, user: User, id: String, before: BitwardenDate?, isDelete: Bool = false,
+                            _ request: (BitwardenClient) async throws -> T) async throws -> T {
+        do {
+            return try await user.onOtherDevice(request)
+        } catch {
+            await observeApplied(entry: entry, user: user, id: id, before: before, isDelete: isDelete)
+            throw error
+        }
+    }
+
     /// After another device's request for item `id` failed, whether the server applied it all
     /// the same (an answer lost after the change, or a failure injected in front of it), read
     /// with the faults set aside: a change gave the item a revision other than `before`, a

@@ -143,12 +143,8 @@ extension Run {
             var set = changes
             set.folderId = nil
             journal[entry].changes = set
-            let answer: Cipher
-            do {
-                answer = try await user.onOtherDevice { try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate) }
-            } catch {
-                await observeApplied(entry: entry, user: user, id: id, before: current.revisionDate)
-                throw error
+            let answer = try await asAnotherDevice(entry: entry, user: user, id: id, before: current.revisionDate) {
+                try await $0.updateCipher(encrypted, lastKnownRevisionDate: current.revisionDate)
             }
             journal[entry].applied = true
             if let after = answer.revisionDate, let before = current.revisionDate {
@@ -159,12 +155,7 @@ extension Run {
             journal.append(.init(step: index, ref: step.ref!, action: .anotherDeviceDelete, content: nil, offline: false,
                                  pendingBefore: isPending(step.ref!), user: user.ref))
             let entry = journal.count - 1
-            do {
-                try await user.onOtherDevice { try await $0.deleteCipher(id: id) }
-            } catch {
-                await observeApplied(entry: entry, user: user, id: id, before: nil, isDelete: true)
-                throw error
-            }
+            try await asAnotherDevice(entry: entry, user: user, id: id, before: nil, isDelete: true) { try await $0.deleteCipher(id: id) }
             journal[entry].applied = true
         case .anotherDeviceCreate:
             let user = try self.user(step.user, step: index)
