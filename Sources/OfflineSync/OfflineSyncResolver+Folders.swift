@@ -144,6 +144,9 @@ extension OfflineSyncResolver {
                 try await recordFolder(folder, [(.folderAlreadyDeleted, OutcomeBody(at: now, serverId: id, reason: "deleted offline; another device had deleted it")),
                                                 (.folderResolved, OutcomeBody(at: now, serverId: id))], userId: userId)
             }
+            // A sync while the delete was pending put the server's copies, still in the folder,
+            // back in place: the local items go where the server's now are, to no folder.
+            try await store.moveLocalCopies(userId: userId, outOf: [id, folder.folderId])
             return nil
         }
     }

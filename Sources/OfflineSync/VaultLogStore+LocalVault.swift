@@ -49,14 +49,45 @@ extension VaultLogStore {
             var out: [Cipher] = []
             try reader.scan(ciphers, from: prefix) { key, value in
                 guard key.starts(with: prefix) else { return false }
-                do {
-                    out.append(try JSONTapeDecoder().decode(Cipher.self, from: value))
-                } catch {
-                    throw OfflineSyncError.corruptLocalCipher(cipherId: String(decoding: key.dropFirst(prefix.count), as: UTF8.self), reason: "\(error)")
-                }
+                out.append(try Self.decodeLocal(value, key: key, prefix: prefix))
                 return true
             }
             return out
+        }
+    }
+
+    private static func decodeLocal(_ value: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, prefix: [UInt8]) throws -> Cipher {
+        do {
+            return try JSONTapeDecoder().decode(Cipher.self, from: value)
+        } catch {
+            throw OfflineSyncError.corruptLocalCipher(cipherId: String(decoding: key.dropFirst(prefix.count), as: UTF8.self), reason: "\(error)")
+        }
+    }
+
+    /// Moves the user's local items that are in any folder of `folderIds` to no folder, as the
+    /// servers do with a deleted folder's items. Read and written in one write transaction: an
+    /// item saved meanwhile (by this process or another) is moved as saved, never put back to an
+    /// older copy. Returns how many were moved.
+    @discardableResult
+    func moveLocalCopies(userId: String, outOf folderIds: Set<String>) async throws -> Int {
+        guard !folderIds.isEmpty else { return 0 }
+        let needles = folderIds.map { Array($0.utf8) }
+        return try await log.writeAsync { [self] txn -> Int in
+            let prefix = Self.userPrefix(userId)
+            var moved: [Cipher] = []
+            try txn.scan(ciphers, from: prefix) { key, value in
+                guard key.starts(with: prefix) else { return false }
+                // Only a copy that names one of the ids is decoded.
+                guard needles.contains(where: { value.firstRange(of: $0) != nil }) else { return true }
+                var cipher = try Self.decodeLocal(value, key: key, prefix: prefix)
+                if let folderId = cipher.folderId, folderIds.contains(folderId) {
+                    cipher.folderId = nil
+                    moved.append(cipher)
+                }
+                return true
+            }
+            for cipher in moved { try apply(.upsert(cipher), userId: userId, in: txn) }
+            return moved.count
         }
     }
 
@@ -136,9 +167,16 @@ extension VaultLogStore {
             let reader = txn.reader
             if let expected, try reader.lastSequence() != expected { return false }
             let pendingIds: [String: PendingChangeType]
+            // Folders deleted here and not yet on the server: their items are shown in no folder,
+            // as the server will have them.
+            var deletedFolders: Set<String> = []
             if var current = projected, let session {
                 try foldTail(into: &current, reader: reader, key: session.sealing)
                 pendingIds = Self.pendingState(of: current).pending
+                for folder in (current.folders ?? [:]).values where folder.change == .delete {
+                    deletedFolders.insert(folder.folderId)
+                    deletedFolders.insert(current.serverFolderId(folder.folderId))
+                }
             } else {
                 pendingIds = try headerProjection(reader, userId: userId, fromCheckpoint: false).projection.pending
             }
@@ -153,8 +191,9 @@ extension VaultLogStore {
                 let id = String(decoding: key.dropFirst(prefix.count), as: UTF8.self)
                 if pendingIds[id] == nil { try txn.delete(ciphers, key: key) }
             }
-            for cipher in serverCiphers {
+            for var cipher in serverCiphers {
                 guard let id = cipher.id, pendingIds[id] == nil else { continue }
+                if let folderId = cipher.folderId, deletedFolders.contains(folderId) { cipher.folderId = nil }
                 try apply(.upsert(cipher), userId: userId, in: txn)
             }
             if let event, let keys {

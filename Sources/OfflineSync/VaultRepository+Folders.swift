@@ -59,14 +59,14 @@ extension VaultRepository {
 
     /// Deletes a folder. Its local items go to no folder at once (as the servers do with theirs);
     /// offline, the delete is pending and the resolver applies it before it pushes any item.
+    ///
+    /// Beside other callers: the items are moved in a write transaction of their own after the
+    /// delete is saved or sent, so an item saved meanwhile is moved as saved, never put back to an
+    /// older copy; if the process ends between the two, the resolver moves them when it applies
+    /// the delete.
     public func deleteFolder(id: String) async throws {
         let projection = try store.projection(userId: userId)
         let serverId = projection.serverFolderId(id)
-        let moved = try store.localCiphers(userId: userId).filter { $0.folderId == id || $0.folderId == serverId }.map { cipher -> LocalChange in
-            var copy = cipher
-            copy.folderId = nil
-            return .upsert(copy)
-        }
         if try await folderCallOnline(pending: projection, { (folders: any FolderServer) -> Void in
             do {
                 try await folders.deleteFolder(id: serverId)
@@ -74,12 +74,10 @@ extension VaultRepository {
                 // Another device deleted it already: what the user asked for holds.
                 logger.info("folder already deleted on the server", metadata: ["folder": "\(id)"])
             }
-            if !moved.isEmpty { try await store.applyLocal(moved, userId: userId) }
-        }) != nil {
-            return
+        }) == nil {
+            try await store.append(userId: userId, events: [.init(cipherId: id, type: .folderDeleted, body: .outcome(OutcomeBody(at: now)))])
         }
-        try await store.append(userId: userId, events: [.init(cipherId: id, type: .folderDeleted, body: .outcome(OutcomeBody(at: now)))],
-                               localChanges: moved)
+        try await store.moveLocalCopies(userId: userId, outOf: [id, serverId])
     }
 
     /// A folder call made on the server when nothing of the user's folders is pending (pending
