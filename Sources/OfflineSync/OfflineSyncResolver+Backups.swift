@@ -86,9 +86,11 @@ extension OfflineSyncResolver {
         return try adopted.first { Self.sameContent(try $0.decrypt(userKey: run.userKey), view) }
     }
 
-    /// Whether two versions hold the same things a user typed (names and dates aside).
+    /// Whether two versions hold the same things a user typed (names, dates and the folder
+    /// aside): a version that differs from one already backed up only by a folder move (made in
+    /// the trash, say) is not backed up a second time.
     static func sameContent(_ a: CipherView, _ b: CipherView) -> Bool {
-        a.type == b.type && a.notes == b.notes && a.folderId == b.folderId
+        a.type == b.type && a.notes == b.notes
             && a.login?.username == b.login?.username && a.login?.password == b.login?.password
             && (a.passwordHistory ?? []).compactMap(\.password) == (b.passwordHistory ?? []).compactMap(\.password)
             && (a.fields ?? []).map { [$0.name, $0.value] } == (b.fields ?? []).map { [$0.name, $0.value] }
