@@ -32,7 +32,10 @@ extension OfflineSyncResolver {
         item.report.serverId = serverId
         let mappedType: VaultEventType = purpose == .recreate ? .recreated : .idMapped
         let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: purpose.description)
-        guard let name = item.latest.name, created.name == name else {
+        // A copy found in the server's trash (an earlier attempt moved it there and its answer
+        // was lost) for a change that takes the item out of the trash is not done either.
+        let restoreOwed = item.change.restoresFromTrash == true && created.deletedDate != nil
+        guard let name = item.latest.name, created.name == name, !restoreOwed else {
             // Edited after the create was sent: the copy on the server is older.
             try await record(&item, .idMapped, mapped, run: run)
             return try await resolveUpdate(&item, serverId: serverId, base: created.revisionDate,

@@ -105,10 +105,20 @@ extension Simulation {
             /// `saved` (a version saved at `step`) merged with what other devices changed since the
             /// device last saw the item before `step` and before `until`: the version the resolver
             /// pushes when the two changed different parts.
-            func merged(_ saved: ScenarioItem, savedAt step: Int, user: String?, until: Int) -> ScenarioItem {
+            /// When the user saved again after an earlier batch of this item, the device's copy
+            /// may be newer than its last sync: the resolution that ended that batch wrote the
+            /// server's version (pushed, merged, or restored when a trash move was dropped) at a
+            /// moment the journal does not record. Then each later start is a candidate too.
+            func merged(_ saved: ScenarioItem, savedAt step: Int, user: String?, until: Int) -> [ScenarioItem] {
                 let since = lastRefresh(user: user, ref: ref, before: step)
-                return other.filter { $0.step > since && $0.step < until && $0.applied != false }
-                    .reduce(saved) { Self.overlaying($1, on: $0) }
+                var starts = [since]
+                if own.contains(where: { $0.step > since && $0.step < step && $0.action != .initial }) {
+                    starts += other.filter { $0.step > since && $0.step < step }.map(\.step)
+                }
+                return starts.map { start in
+                    other.filter { $0.step > start && $0.step < until && $0.applied != false }
+                        .reduce(saved) { Self.overlaying($1, on: $0) }
+                }
             }
 
             // Trash moves of a create that was still pending: as the engine's rule has it, a create
@@ -139,9 +149,9 @@ extension Simulation {
                 let saved = own.last(where: { $0.content != nil && $0.step < last.step })
                 let mine = saved?.content
                 let theirs = other.filter { $0.step < last.step }.compactMap(\.content)
-                let merge = saved.flatMap { entry in entry.content.map { merged($0, savedAt: entry.step, user: entry.user, until: last.step) } }
+                let merges = saved.flatMap { entry in entry.content.map { merged($0, savedAt: entry.step, user: entry.user, until: last.step) } } ?? []
                 if let mine, !otherDeviceSince(refreshBefore: last.step, user: last.user),
-                   !([mine] + theirs + [merge].compactMap { $0 }).contains(where: { holds($0, trashed: true) }) {
+                   !([mine] + theirs + merges).contains(where: { holds($0, trashed: true) }) {
                     violations.append("invariant 2: \(ref): trashed by the user, but its last version (\(mine.password ?? "-"), \(mine.notes ?? "-")) is not in the server's trash")
                 }
             case .delete:
@@ -155,15 +165,15 @@ extension Simulation {
                 // the user's as an active backup), unless another device changed it afterwards.
                 let saved = own.last(where: { $0.content != nil && $0.step < last.step })
                 let theirs = other.filter { $0.step < last.step }.compactMap(\.content)
-                let merge = saved.flatMap { entry in entry.content.map { merged($0, savedAt: entry.step, user: entry.user, until: last.step) } }
+                let merges = saved.flatMap { entry in entry.content.map { merged($0, savedAt: entry.step, user: entry.user, until: last.step) } } ?? []
                 if let mine = saved?.content, !touchedAfter,
-                   !([mine] + theirs + [merge].compactMap { $0 }).contains(where: { holdsActive($0) }) {
+                   !([mine] + theirs + merges).contains(where: { holdsActive($0) }) {
                     violations.append("invariant 13: \(ref): restored from the trash by the user, but its version (\(mine.password ?? "-"), \(mine.notes ?? "-")) is not active on the server")
                 }
             case .initial, .create, .update, .anotherDevice, .anotherDeviceDelete, .syncApplied, .anotherDeviceFavorite,
                  .anotherDeviceMove, .anotherDeviceRestore, .anotherDeviceReencrypt, .anotherDeviceAttach:
                 if let content = last.content, !touchedAfter, !holds(content),
-                   !holds(merged(content, savedAt: last.step, user: last.user, until: last.step)) {
+                   !merged(content, savedAt: last.step, user: last.user, until: last.step).contains(where: { holds($0) }) {
                     violations.append("invariant 2: \(ref): the last saved version (\(content.password ?? "-"), \(content.notes ?? "-")) is not on the server")
                 }
             }

@@ -90,6 +90,17 @@ import Darwin
         #expect(violations.isEmpty, "seed \(seed):\n\(violations.joined(separator: "\n"))")
     }
 
+    /// Seeds that failed on 9ad8650, each seen failing before its fix: an online save after a
+    /// locked sync put a folder deleted offline back on the item (2812), a second backup of a
+    /// version that differed only by a folder move in the trash (3831), a re-created copy found
+    /// in the server's trash counted as restored (6759), and the oracle's merge that ignored a
+    /// resolution which had written the server's version to the device's copy (4341, 8123).
+    @Test(arguments: [2812, 3831, 4341, 6759, 8123] as [UInt64])
+    func seedsThatFailedOn9ad8650_holdEveryInvariant(seed: UInt64) async throws {
+        let violations = try await Simulation.run(seed: seed)
+        #expect(violations.isEmpty, "seed \(seed):\n\(violations.joined(separator: "\n"))")
+    }
+
     /// The generated scenarios compact the log at random points and after convergence, and
     /// those compactions remove events (the invariants above then run on compacted stores).
     @Test func simulation_compactsAtRandomPoints_andRemovesEvents() async throws {
