@@ -137,7 +137,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `fault` | `fault` | server fault injection (see ``ScenarioFault``) |
 /// | `crash` | `afterEffect` | the next `sync`/`resolve` crashes right after server effect n (1-based), then the device reopens its store |
 /// | `compact` | `keepDays`, `keepVersions` (defaults 30, 5) | the user's log is compacted under that retention policy, then the device reopens its store; the projection must be the same as before (skipped while the vault is locked) |
-/// | `concurrently` | `steps` | the sub-steps (`sync`, `resolve`, `create`, `update`, `softDelete`, `delete`, `restore`) run at once (one task each) on the user's one shared resolver; recorded in order afterwards |
+/// | `concurrently` | `steps` | the sub-steps (`sync`, `resolve`, `create`, `update`, `softDelete`, `delete`, `restore`, `folderDelete`) run at once (one task each) on the user's one shared resolver; recorded in order afterwards |
 /// | `atEffect` | `afterEffect`, `steps` | the next `sync`/`resolve` runs the sub-steps (saves, `offline`, `online`) right after its n-th server effect, while that resolution waits for each save to return |
 /// | `openView` | `ref`, `view` | a screen reads the item's view (decrypted local copy) and keeps it under the name `view`; an `update` or `softDelete` with `view` saves from it later |
 /// | `anotherDeviceFavorite` / `anotherDeviceMove` | `ref` (`item.folder` for a move) | another device toggles the favourite flag / moves the item to a folder, keeping every encrypted field (the name included) |

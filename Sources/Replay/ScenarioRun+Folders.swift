@@ -34,6 +34,22 @@ extension Run {
         }
     }
 
+    /// Invariant 16: a folder delete run beside saves leaves each saved item's local copy with
+    /// what the save typed (the move of the folder's items never puts back an older copy).
+    func checkSavesKept(_ operations: [PreparedOperation], _ results: [Result<OperationOutcome, any Error>?], step index: Int) {
+        for (operation, result) in zip(operations, results) where operation.step.do == .update {
+            guard case .success = result, let ref = operation.step.ref, let typed = operation.step.item,
+                  let (user, id) = try? currentId(ref, step: index),
+                  let local = try? store.localCipher(userId: user.userId, id: id)?.decrypt(userKey: user.userKey) else { continue }
+            if let password = typed.password, local.login?.password != password {
+                runViolations.append("invariant 16: step \(index + 1): \(ref)'s local copy lost the password the save beside a folder delete typed")
+            }
+            if let notes = typed.notes, local.notes != notes {
+                runViolations.append("invariant 16: step \(index + 1): \(ref)'s local copy lost the notes the save beside a folder delete typed")
+            }
+        }
+    }
+
     /// The server's id of a folder id a step holds: a temporary id the resolver mapped, followed
     /// through every user's projection (a locked vault is read with its key, then locked again,
     /// as the end of a run observes it); else the id itself.

@@ -10,6 +10,7 @@ enum OperationOutcome: Sendable {
     case saved(SaveResult)
     case synced(SyncResult)
     case resolvedAll
+    case folderSaved
 }
 
 /// A step split in three, so that several can run at once: `prepare` reads the run's state
@@ -120,9 +121,9 @@ extension Run {
         guard let steps = step.steps, !steps.isEmpty else {
             throw ReplayError.badStep(index: index, reason: "'concurrently' needs 'steps'")
         }
-        let allowed: Set<ScenarioAction> = [.sync, .resolve, .create, .update, .softDelete, .delete, .restore]
+        let allowed: Set<ScenarioAction> = [.sync, .resolve, .create, .update, .softDelete, .delete, .restore, .folderDelete]
         if let bad = steps.first(where: { !allowed.contains($0.do) }) {
-            throw ReplayError.badStep(index: index, reason: "'concurrently' runs sync, resolve, create, update, softDelete, delete and restore, not '\(bad.do)'")
+            throw ReplayError.badStep(index: index, reason: "'concurrently' runs sync, resolve, create, update, softDelete, delete, restore and folderDelete, not '\(bad.do)'")
         }
         var operations: [PreparedOperation] = []
         for sub in steps {
@@ -151,6 +152,7 @@ extension Run {
                 runner.logger.debug("optional step failed", metadata: ["step": "\(index + 1)", "error": "\(error)"])
             }
         }
+        if steps.contains(where: { $0.do == .folderDelete }) { checkSavesKept(prepared, results, step: index) }
     }
 
     /// Sub-steps of `atEffect` must be saves, or the network going down or up (a blip while
@@ -333,10 +335,19 @@ extension Run {
                 _ = try await resolver.processPendingChanges(userId: user.userId)
                 return .resolvedAll
             }, record: { _ in })
+        case .folderDelete:
+            let user = try self.user(step.user, step: index)
+            let ref = try self.ref(step, index)
+            guard let id = folders[ref] else { throw ReplayError.badStep(index: index, reason: "unknown folder ref '\(ref)'") }
+            let repository = repository(user)
+            return operation(user, {
+                try await repository.deleteFolder(id: id)
+                return .folderSaved
+            }, record: { _ in })
         case .offline, .online, .advance, .anotherDevice, .anotherDeviceDelete, .anotherDeviceCreate, .createFolder, .lock, .unlock,
              .retryDeadLetters, .fault, .crash, .compact, .concurrently, .atEffect, .openView, .anotherDeviceFavorite, .anotherDeviceMove,
              .anotherDeviceRestore, .anotherDeviceReencrypt, .coldStart, .login, .anotherDeviceAttach, .folderCreate, .folderRename,
-             .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
+             .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
             throw ReplayError.badStep(index: index, reason: "'\(step.do)' is not a save, sync or resolve")
         }
     }

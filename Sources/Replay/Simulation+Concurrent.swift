@@ -24,6 +24,10 @@ extension Simulation {
         case staleView
         /// The app starts offline without session tokens and the user edits.
         case coldOfflineStart
+        /// A folder deleted while an item in it is saved, at once (offline): the
+        /// move of the folder's local items must neither undo the save nor leave the item in
+        /// the deleted folder.
+        case folderDeleteRacingSave
 
         /// The letter after `k` in the refs of the episode's items.
         var letter: String {
@@ -34,6 +38,7 @@ extension Simulation {
             case .deleteMeetsAnotherDevice: "d"
             case .staleView: "v"
             case .coldOfflineStart: "s"
+            case .folderDeleteRacingSave: "f"
             }
         }
     }
@@ -185,6 +190,24 @@ extension Simulation {
                 var stale = ScenarioItem(password: password())
                 if chance(30) { counter += 1; stale.notes = "note \(seed)-\(counter)" }
                 episode.append(ScenarioStep(.update, user: user, ref: ref, item: stale, optional: true, view: view))
+                setOffline(false)
+                episode.append(sync)
+            case .folderDeleteRacingSave:
+                setOffline(false)
+                let folder = "nk\(serial)-\(user)"
+                episode.append(ScenarioStep(.folderCreate, user: user, ref: folder))
+                let ref = newRef()
+                counter += 1
+                episode.append(ScenarioStep(.create, user: user, ref: ref, item: ScenarioItem(
+                    name: "sim \(seed) \(ref)", notes: "note \(seed)-\(counter)", username: "user", password: password(), folder: folder),
+                    optional: true))
+                episode.append(sync)
+                // Offline: both are saved in the log. (Online, a save whose PUT reaches the server
+                // after the folder's DELETE names a folder that is gone; not covered yet.)
+                setOffline(true)
+                let save = update(ref, password: chance(50))
+                let delete = ScenarioStep(.folderDelete, user: user, ref: folder)
+                episode.append(ScenarioStep(.concurrently, user: user, optional: true, steps: chance(50) ? [save, delete] : [delete, save]))
                 setOffline(false)
                 episode.append(sync)
             case .coldOfflineStart:

@@ -126,8 +126,10 @@ extension Simulation {
         for (index, step) in scenario.steps.enumerated() where step.do == .folderCreate {
             guard let ref = step.ref else { continue }
             let user = step.user ?? defaultUser
-            let deleted = scenario.steps[(index + 1)...].contains {
-                ($0.do == .folderDelete || $0.do == .anotherDeviceFolderDelete) && $0.ref == ref
+            // A delete among the sub-steps of a `concurrently` step counts too.
+            let later: [ScenarioStep] = scenario.steps[(index + 1)...].flatMap { step -> [ScenarioStep] in [step] + (step.steps ?? []) }
+            let deleted = later.contains { step in
+                (step.do == .folderDelete || step.do == .anotherDeviceFolderDelete) && step.ref == ref
             }
             let count = (folders[user] ?? []).filter { folderRef(named: $0) == ref }.count
             if count != (deleted ? 0 : 1) {
