@@ -80,9 +80,17 @@ extension VaultLogStore {
     /// code, on the log's writer thread (see the single-event form).
     @discardableResult
     @_spi(Tools) public func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange] = []) async throws -> [UInt64] {
+        try await append(userId: userId, events: events, localChanges: localChanges, alsoInTransaction: nil)
+    }
+
+    /// The async append with `alsoInTransaction` run in the same write transaction after the
+    /// local changes (a write that must read the store as it is at the commit).
+    func append(userId: String, events: [PlannedEvent], localChanges: [LocalChange],
+                alsoInTransaction: (@Sendable (LogTransaction) throws -> Void)?) async throws -> [UInt64] {
         let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
         let sequences = try await log.writeAsync { txn -> [UInt64] in
             for change in encodedChanges { try self.apply(change, in: txn) }
+            try alsoInTransaction?(txn)
             return try self.appendMarked(newEvents, userId: userId, key: keys.sealing, in: txn)
         }
         notifyObservers(userId: userId)

@@ -65,30 +65,34 @@ extension VaultLogStore {
     }
 
     /// Moves the user's local items that are in any folder of `folderIds` to no folder, as the
-    /// servers do with a deleted folder's items. Read and written in one write transaction: an
-    /// item saved meanwhile (by this process or another) is moved as saved, never put back to an
-    /// older copy. Returns how many were moved.
+    /// servers do with a deleted folder's items, in a write transaction of its own (see the
+    /// in-transaction form). Returns how many were moved.
     @discardableResult
     func moveLocalCopies(userId: String, outOf folderIds: Set<String>) async throws -> Int {
         guard !folderIds.isEmpty else { return 0 }
+        return try await log.writeAsync { [self] txn in try moveLocalCopies(userId: userId, outOf: folderIds, in: txn) }
+    }
+
+    /// The move of ``moveLocalCopies(userId:outOf:)`` inside `txn`: the copies are read and
+    /// written in the same write transaction, so an item saved meanwhile (by this process or
+    /// another) is moved as saved, never put back to an older copy.
+    func moveLocalCopies(userId: String, outOf folderIds: Set<String>, in txn: LogTransaction) throws -> Int {
         let needles = folderIds.map { Array($0.utf8) }
-        return try await log.writeAsync { [self] txn -> Int in
-            let prefix = Self.userPrefix(userId)
-            var moved: [Cipher] = []
-            try txn.scan(ciphers, from: prefix) { key, value in
-                guard key.starts(with: prefix) else { return false }
-                // Only a copy that names one of the ids is decoded.
-                guard needles.contains(where: { value.firstRange(of: $0) != nil }) else { return true }
-                var cipher = try Self.decodeLocal(value, key: key, prefix: prefix)
-                if let folderId = cipher.folderId, folderIds.contains(folderId) {
-                    cipher.folderId = nil
-                    moved.append(cipher)
-                }
-                return true
+        let prefix = Self.userPrefix(userId)
+        var moved: [Cipher] = []
+        try txn.scan(ciphers, from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            // Only a copy that names one of the ids is decoded.
+            guard needles.contains(where: { value.firstRange(of: $0) != nil }) else { return true }
+            var cipher = try Self.decodeLocal(value, key: key, prefix: prefix)
+            if let folderId = cipher.folderId, folderIds.contains(folderId) {
+                cipher.folderId = nil
+                moved.append(cipher)
             }
-            for cipher in moved { try apply(.upsert(cipher), userId: userId, in: txn) }
-            return moved.count
+            return true
         }
+        for cipher in moved { try apply(.upsert(cipher), userId: userId, in: txn) }
+        return moved.count
     }
 
     func apply(_ change: LocalChange, userId: String, in txn: LogTransaction) throws {

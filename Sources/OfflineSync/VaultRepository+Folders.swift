@@ -60,24 +60,27 @@ extension VaultRepository {
     /// Deletes a folder. Its local items go to no folder at once (as the servers do with theirs);
     /// offline, the delete is pending and the resolver applies it before it pushes any item.
     ///
-    /// Beside other callers: the items are moved in a write transaction of their own after the
-    /// delete is saved or sent, so an item saved meanwhile is moved as saved, never put back to an
-    /// older copy; if the process ends between the two, the resolver moves them when it applies
-    /// the delete.
+    /// Beside other callers: the items are read and moved inside one write transaction (offline,
+    /// the one that saves the delete; online, one after the server's answer), so an item saved
+    /// meanwhile is moved as saved, never put back to an older copy.
     public func deleteFolder(id: String) async throws {
         let projection = try store.projection(userId: userId)
-        let serverId = projection.serverFolderId(id)
+        let folderIds: Set<String> = [id, projection.serverFolderId(id)]
         if try await folderCallOnline(pending: projection, { (folders: any FolderServer) -> Void in
             do {
-                try await folders.deleteFolder(id: serverId)
+                try await folders.deleteFolder(id: projection.serverFolderId(id))
             } catch where error.serverErrorKind == .notFound {
                 // Another device deleted it already: what the user asked for holds.
                 logger.info("folder already deleted on the server", metadata: ["folder": "\(id)"])
             }
-        }) == nil {
-            try await store.append(userId: userId, events: [.init(cipherId: id, type: .folderDeleted, body: .outcome(OutcomeBody(at: now)))])
+        }) != nil {
+            try await store.moveLocalCopies(userId: userId, outOf: folderIds)
+            return
         }
-        try await store.moveLocalCopies(userId: userId, outOf: [id, serverId])
+        _ = try await store.append(userId: userId, events: [.init(cipherId: id, type: .folderDeleted, body: .outcome(OutcomeBody(at: now)))],
+                               localChanges: [], alsoInTransaction: { [store, userId] txn in
+                                   _ = try store.moveLocalCopies(userId: userId, outOf: folderIds, in: txn)
+                               })
     }
 
     /// A folder call made on the server when nothing of the user's folders is pending (pending

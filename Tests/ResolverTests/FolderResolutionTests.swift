@@ -115,6 +115,27 @@ import VaultLogTestSupport
         #expect(try h.events(folder.id).contains(.folderAlreadyDeleted))
     }
 
+    /// A sync while a folder's delete is still pending (the server still has the folder, and its
+    /// copies of the items name it) shows those items in no folder, as the server will have them.
+    @Test func syncWhileFolderDeletePending_showsItsItemsInNoFolder() async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let folder = try await h.client.createFolder(encryptedName: EncString.encrypt("Old", key: h.userKey))
+        var view = H.login("Bank", password: "pw-1")
+        view.folderId = folder.id
+        let saved = try await h.repository().addCipher(view)
+        let id = try #require(saved.cipher?.id)
+        h.goOffline()
+        try await h.repository().deleteFolder(id: folder.id)
+        #expect(try h.store.localCipher(userId: h.userId, id: id)?.folderId == nil)
+        h.goOnline()
+        let snapshot = try await h.client.sync()
+        #expect(snapshot.ciphers.first { $0.id == id }?.folderId == folder.id)
+        try await h.store.replaceCiphers(userId: h.userId, ciphers: snapshot.ciphers)
+        #expect(try h.store.localCipher(userId: h.userId, id: id)?.folderId == nil)
+        #expect(try h.store.projection(userId: h.userId).folders?[folder.id]?.change == .delete)
+    }
+
     @Test func pendingFolders_showInTheLocalFolderList() async throws {
         let h = try await H.make()
         defer { Task { await h.stop() } }
