@@ -75,8 +75,10 @@ extension VaultLogStore {
 
     /// The move of ``moveLocalCopies(userId:outOf:)`` inside `txn`: the copies are read and
     /// written in the same write transaction, so an item saved meanwhile (by this process or
-    /// another) is moved as saved, never put back to an older copy.
+    /// another) is moved as saved, never put back to an older copy. The folders are recorded as
+    /// deleted (``markFoldersDeleted(userId:_:in:)``) in the same transaction.
     func moveLocalCopies(userId: String, outOf folderIds: Set<String>, in txn: LogTransaction) throws -> Int {
+        try markFoldersDeleted(userId: userId, folderIds, in: txn)
         let needles = folderIds.map { Array($0.utf8) }
         let prefix = Self.userPrefix(userId)
         var moved: [Cipher] = []

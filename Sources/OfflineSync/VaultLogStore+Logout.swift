@@ -13,14 +13,8 @@ extension VaultLogStore {
     public func logout(userId: String) throws {
         try log.write { txn in
             try txn.deleteUser(userId)
-            let prefix = Self.userPrefix(userId)
-            var keys: [[UInt8]] = []
-            try txn.scan(ciphers, from: prefix) { key, _ in
-                guard key.starts(with: prefix) else { return false }
-                keys.append(Array(key))
-                return true
-            }
-            for key in keys { try txn.delete(ciphers, key: key) }
+            try deleteUserRecords(ciphers, userId: userId, in: txn)
+            if let deletedFolders { try deleteUserRecords(deletedFolders, userId: userId, in: txn) }
             try txn.delete(accounts, key: Array(userId.utf8))
             if let pendingCheckpoints { try txn.delete(pendingCheckpoints, key: Self.userPrefix(userId)) }
         }

@@ -29,6 +29,9 @@ public final class VaultLogStore: Sendable {
     /// Per user, the pending set from headers as of a sequence (see ``PendingCheckpoint``);
     /// nil for a read-only store written before it existed.
     let pendingCheckpoints: SideTable?
+    /// Per user, the folders deleted on this device (``markFoldersDeleted(userId:_:in:)``); nil
+    /// for a read-only store written before it existed.
+    let deletedFolders: SideTable?
     let checkpointInterval: Int
     let pendingCheckpointInterval: Int
     let logger: Logger
@@ -61,7 +64,9 @@ public final class VaultLogStore: Sendable {
         log = try EventLogStore(path: path, options: logOptions)
         ciphers = try log.openSideTable("ciphers")
         accounts = try log.openSideTable("accounts")
-        pendingCheckpoints = options.eventLog.environment.readOnly ? try? log.openSideTable("pending") : try log.openSideTable("pending")
+        let readOnly = options.eventLog.environment.readOnly
+        pendingCheckpoints = readOnly ? try? log.openSideTable("pending") : try log.openSideTable("pending")
+        deletedFolders = readOnly ? try? log.openSideTable("deletedFolders") : try log.openSideTable("deletedFolders")
         dependencies = options.dependencies
         checkpointInterval = options.checkpointInterval
         pendingCheckpointInterval = options.pendingCheckpointInterval

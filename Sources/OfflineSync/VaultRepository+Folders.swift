@@ -62,18 +62,32 @@ extension VaultRepository {
     ///
     /// Beside other callers: the items are read and moved inside one write transaction (offline,
     /// the one that saves the delete; online, one after the server's answer), so an item saved
-    /// meanwhile is moved as saved, never put back to an older copy.
+    /// meanwhile is moved as saved, never put back to an older copy. Online, the folder is
+    /// recorded as deleted before the request is sent: a save beside it whose request reaches
+    /// the server after the delete (the servers keep a gone folder's id as sent) sees that record
+    /// when it stores the answer, and sends the item again in no folder. If the server refuses
+    /// the delete, the record is taken back (a save that ran in that moment has left the folder).
     public func deleteFolder(id: String) async throws {
         let projection = try store.projection(userId: userId)
         let folderIds: Set<String> = [id, projection.serverFolderId(id)]
-        if try await folderCallOnline(pending: projection, { (folders: any FolderServer) -> Void in
-            do {
-                try await folders.deleteFolder(id: projection.serverFolderId(id))
-            } catch where error.serverErrorKind == .notFound {
-                // Another device deleted it already: what the user asked for holds.
-                logger.info("folder already deleted on the server", metadata: ["folder": "\(id)"])
-            }
-        }) != nil {
+        if server is any FolderServer, projection.folders == nil {
+            try await store.markFoldersDeleted(userId: userId, folderIds)
+        }
+        let deletedOnline: Void?
+        do {
+            deletedOnline = try await folderCallOnline(pending: projection, { (folders: any FolderServer) -> Void in
+                do {
+                    try await folders.deleteFolder(id: projection.serverFolderId(id))
+                } catch where error.serverErrorKind == .notFound {
+                    // Another device deleted it already: what the user asked for holds.
+                    logger.info("folder already deleted on the server", metadata: ["folder": "\(id)"])
+                }
+            })
+        } catch {
+            try await store.unmarkFoldersDeleted(userId: userId, folderIds)
+            throw error
+        }
+        if deletedOnline != nil {
             try await store.moveLocalCopies(userId: userId, outOf: folderIds)
             return
         }

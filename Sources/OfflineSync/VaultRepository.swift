@@ -128,6 +128,7 @@ public final class VaultRepository: Sendable {
         let isOrgCipher = view.organizationId != nil
         var toEncrypt = view
         if toEncrypt.id == nil { toEncrypt.id = store.dependencies.makeId() }
+        toEncrypt.folderId = try liveFolderId(toEncrypt.folderId)
         let viaResolver = try folderNeedsResolver(&toEncrypt.folderId)
         let encrypted = try toEncrypt.encrypt(userKey: userKey, random: store.dependencies.random)
         let tempId = encrypted.id!
@@ -135,14 +136,13 @@ public final class VaultRepository: Sendable {
             let sequence = try await appendOperation(.created, encrypted, id: tempId, local: [.upsert(encrypted)])
             return try await resolveNow(tempId, saved: encrypted, sequence: sequence)
         }
+        let created: Cipher
         do {
-            let created = try await server.createCipher(encrypted)
-            var changes: [LocalChange] = [.upsert(created)]
-            if created.id != tempId { changes.append(.delete(cipherId: tempId)) }
-            try await applyOnlineResult(cipherId: tempId, localChanges: changes)
-            return .online(created)
+            created = try await server.createCipher(encrypted)
         } catch where Self.isRejection(error) {
-            throw error
+            // Vaultwarden refuses a folder that is gone: deleted here meanwhile, it is saved in no folder.
+            guard try folderDeletedMeanwhile(encrypted.folderId) else { throw error }
+            return try await addCipher(view)
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
             logger.info("server unavailable; saving new item offline", metadata: ["cipher": "\(tempId)", "error": "\(error)"])
@@ -161,6 +161,8 @@ public final class VaultRepository: Sendable {
             let sequences = try await store.append(userId: userId, events: events, localChanges: [.upsert(encrypted)])
             return .savedOffline(encrypted, sequence: sequences[0])
         }
+        // Outside the catches: the server has the item, so nothing after this may save it again.
+        return try await finishOnlineSave(cipherId: tempId, created, also: created.id != tempId ? [.delete(cipherId: tempId)] : [])
     }
 
     // MARK: Update
@@ -196,6 +198,7 @@ public final class VaultRepository: Sendable {
             passwordChanged = view.passwordChanged(from: previous)
             edited = view.applyingPasswordHistory(original: previous, now: now)
         }
+        edited.folderId = try liveFolderId(edited.folderId)
         let viaResolver = try folderNeedsResolver(&edited.folderId)
         let encrypted = try edited.encrypt(userKey: userKey, random: store.dependencies.random)
         // The first edit of an item with nothing pending keeps the version it started from: the
@@ -214,12 +217,12 @@ public final class VaultRepository: Sendable {
                                                      base: firstEditBase, local: [.upsert(encrypted)])
             return try await resolveNow(id, saved: encrypted, sequence: sequence)
         }
+        let updated: Cipher
         do {
-            let updated = try await server.updateCipher(encrypted, lastKnownRevisionDate: encrypted.revisionDate)
-            try await applyOnlineResult(cipherId: id, localChanges: [.upsert(updated)])
-            return .online(updated)
+            updated = try await server.updateCipher(encrypted, lastKnownRevisionDate: encrypted.revisionDate)
         } catch where Self.isRejection(error) {
-            throw error
+            guard try folderDeletedMeanwhile(encrypted.folderId) else { throw error }
+            return try await updateCipher(original)
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
             logger.info("server unavailable; saving edit offline", metadata: ["cipher": "\(id)", "error": "\(error)"])
@@ -227,6 +230,7 @@ public final class VaultRepository: Sendable {
                                                      base: firstEditBase, local: [.upsert(encrypted)])
             return .savedOffline(encrypted, sequence: sequence)
         }
+        return try await finishOnlineSave(cipherId: id, updated)
     }
 
     /// Appends an operation event with its local change in one durable transaction. The
@@ -329,12 +333,51 @@ public final class VaultRepository: Sendable {
 
     /// After a direct online success (the item had nothing pending): store the server's
     /// result. If an offline save of the same item slipped in meanwhile (another task), its
-    /// local copy is left alone: the resolver reconciles it with the server.
-    func applyOnlineResult(cipherId: String, localChanges: [LocalChange]) async throws {
+    /// local copy is left alone: the resolver reconciles it with the server. A result in a
+    /// folder deleted on this device is stored in no folder and returned (see
+    /// ``VaultLogStore/applyOnlineResult(_:userId:)``).
+    @discardableResult
+    func applyOnlineResult(cipherId: String, localChanges: [LocalChange]) async throws -> Cipher? {
         if try pendingState().pending[cipherId] != nil {
             logger.info("an offline save of the item arrived during the request; leaving it to the resolver", metadata: ["cipher": "\(cipherId)"])
-            return
+            return nil
         }
-        try await store.applyLocal(localChanges, userId: userId)
+        return try await store.applyOnlineResult(localChanges, userId: userId).first
+    }
+
+    /// A direct online save's end: stores `saved` (the server's answer) and returns the item as
+    /// the server now has it. When the answer names a folder deleted on this device meanwhile (a
+    /// ``deleteFolder(id:)`` beside the save, whose request reached the server first), the item
+    /// is sent again in no folder; if that cannot be sent, the move is saved offline for the
+    /// resolver, so the server never keeps the item in a folder that is gone.
+    func finishOnlineSave(cipherId: String, _ saved: Cipher, also: [LocalChange] = []) async throws -> SaveResult {
+        guard let moved = try await applyOnlineResult(cipherId: cipherId, localChanges: [.upsert(saved)] + also),
+              let id = moved.id else { return .online(saved) }
+        logger.info("the item's folder was deleted during the save; sending it again in no folder", metadata: ["cipher": "\(id)"])
+        do {
+            let updated = try await server.updateCipher(moved, lastKnownRevisionDate: moved.revisionDate)
+            try await applyOnlineResult(cipherId: id, localChanges: [.upsert(updated)])
+            return .online(updated)
+        } catch {
+            guard offlineAllowed else { throw error }
+            var base = saved
+            base.extra = [:]
+            let sequence = try await appendOperation(.updated, moved, id: id, base: base, local: [.upsert(moved)])
+            return .savedOffline(moved, sequence: sequence)
+        }
+    }
+
+    /// Whether the folder a refused save sent was deleted on this device since (Vaultwarden
+    /// refuses a folder that is gone): then the save is made again, and goes to no folder.
+    func folderDeletedMeanwhile(_ folderId: String?) throws -> Bool {
+        guard let folderId else { return false }
+        return try store.isFolderDeleted(userId: userId, folderId: folderId)
+    }
+
+    /// `folderId`, or nil when that folder was deleted on this device (a screen opened before
+    /// the delete still shows it): the servers would keep the id of a folder that is gone.
+    func liveFolderId(_ folderId: String?) throws -> String? {
+        guard let folderId, try store.isFolderDeleted(userId: userId, folderId: folderId) else { return folderId }
+        return nil
     }
 }

@@ -257,14 +257,18 @@ import VaultLogTestSupport
 
 /// A server port that awaits `afterEffect` after each create, update, trash move and delete that
 /// succeeded, before the answer reaches the caller: a save made there happens while the run is
-/// in flight, at a known point.
+/// in flight, at a known point. `beforeUpdate` runs before an update is sent (a request that
+/// reaches the server late).
 struct EffectHookServer: CipherServer {
     let base: any CipherServer
     let afterEffect: @Sendable (ServerEffect) async throws -> Void
+    let beforeUpdate: @Sendable (Cipher) async throws -> Void
 
-    init(_ base: any CipherServer, afterEffect: @escaping @Sendable (ServerEffect) async throws -> Void) {
+    init(_ base: any CipherServer, beforeUpdate: @escaping @Sendable (Cipher) async throws -> Void = { _ in },
+         afterEffect: @escaping @Sendable (ServerEffect) async throws -> Void) {
         self.base = base
         self.afterEffect = afterEffect
+        self.beforeUpdate = beforeUpdate
     }
 
     func getCipher(id: String) async throws -> Cipher { try await base.getCipher(id: id) }
@@ -274,6 +278,7 @@ struct EffectHookServer: CipherServer {
         return created
     }
     func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
+        try await beforeUpdate(cipher)
         let updated = try await base.updateCipher(cipher, lastKnownRevisionDate: lastKnownRevisionDate)
         try await afterEffect(.updated(cipherId: cipher.id ?? "?"))
         return updated

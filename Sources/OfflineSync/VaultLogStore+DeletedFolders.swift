@@ -1,0 +1,75 @@
+import EventLog
+import Foundation
+import VaultModel
+
+extension VaultLogStore {
+    // MARK: Deleted folders
+
+    /// The record of a folder deleted on this device: the user and the folder's id.
+    static func deletedFolderKey(_ userId: String, _ folderId: String) -> [UInt8] {
+        userPrefix(userId) + Array(folderId.utf8)
+    }
+
+    /// Records that the folders `folderIds` are deleted on this device, inside `txn`. Written
+    /// before an online delete is sent and with every delete that moves local copies, so that a
+    /// save running beside the delete (in this process or another) sees it when it stores the
+    /// server's answer (``applyOnlineResult(_:userId:)``). Folder ids are never reused, so the
+    /// record stays true; a logout removes the user's records.
+    func markFoldersDeleted(userId: String, _ folderIds: Set<String>, in txn: LogTransaction) throws {
+        guard let deletedFolders else { return }
+        for id in folderIds { try txn.put(deletedFolders, key: Self.deletedFolderKey(userId, id), value: [1]) }
+    }
+
+    /// ``markFoldersDeleted(userId:_:in:)`` in a write transaction of its own.
+    func markFoldersDeleted(userId: String, _ folderIds: Set<String>) async throws {
+        try await log.writeAsync { [self] txn in try markFoldersDeleted(userId: userId, folderIds, in: txn) }
+    }
+
+    /// Takes back the record of ``markFoldersDeleted(userId:_:)`` (the server refused the delete:
+    /// the folder stays).
+    func unmarkFoldersDeleted(userId: String, _ folderIds: Set<String>) async throws {
+        guard let deletedFolders else { return }
+        try await log.writeAsync { txn in
+            for id in folderIds { try txn.delete(deletedFolders, key: Self.deletedFolderKey(userId, id)) }
+        }
+    }
+
+    /// Whether `folderId` was deleted on this device (``markFoldersDeleted(userId:_:in:)``).
+    public func isFolderDeleted(userId: String, folderId: String) throws -> Bool {
+        guard let deletedFolders else { return false }
+        return try log.read { reader in try reader.get(deletedFolders, key: Self.deletedFolderKey(userId, folderId)) != nil }
+    }
+
+    /// Applies a direct online call's local changes in one write transaction, with every upsert
+    /// that names a folder deleted on this device stored in no folder instead (read in the same
+    /// transaction, so a delete that committed before is always seen). Returns those copies: the
+    /// server's answer named a deleted folder, and a save must send the item again.
+    func applyOnlineResult(_ changes: [LocalChange], userId: String) async throws -> [Cipher] {
+        try await log.writeAsync { [self] txn -> [Cipher] in
+            var moved: [Cipher] = []
+            for change in changes {
+                guard case .upsert(var cipher) = change, let folderId = cipher.folderId, let deletedFolders,
+                      try txn.get(deletedFolders, key: Self.deletedFolderKey(userId, folderId)) != nil else {
+                    try apply(change, userId: userId, in: txn)
+                    continue
+                }
+                cipher.folderId = nil
+                moved.append(cipher)
+                try apply(.upsert(cipher), userId: userId, in: txn)
+            }
+            return moved
+        }
+    }
+
+    /// Removes every record of `table` under the user's key prefix (a logout).
+    func deleteUserRecords(_ table: SideTable, userId: String, in txn: LogTransaction) throws {
+        let prefix = Self.userPrefix(userId)
+        var keys: [[UInt8]] = []
+        try txn.scan(table, from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try txn.delete(table, key: key) }
+    }
+}

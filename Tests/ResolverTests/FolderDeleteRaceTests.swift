@@ -1,0 +1,76 @@
+import BitwardenEmulator
+import Foundation
+import Synchronization
+import Testing
+import VaultCrypto
+import VaultModel
+@_spi(Tools) @testable import OfflineSync
+import VaultLogTestSupport
+
+/// An online save and an online folder delete at once, from two screens of one store: the
+/// save's request reaches the server after the folder's delete. Bitwarden keeps the gone
+/// folder's id as sent; Vaultwarden refuses it. Either way the item ends in no folder, on the
+/// server and locally, with what the save typed.
+@Suite struct FolderDeleteRaceTests {
+    typealias H = ResolverHarness
+
+    @Test(arguments: EmulatorFlavor.allCases)
+    func saveReachingTheServerAfterItsFoldersDelete_endsInNoFolder(flavor: EmulatorFlavor) async throws {
+        let h = try await H.make(flavor: flavor)
+        defer { Task { await h.stop() } }
+        let folder = try await h.client.createFolder(encryptedName: EncString.encrypt("Old", key: h.userKey))
+        var view = H.login("Bank", password: "pw-1")
+        view.folderId = folder.id
+        let saved = try await h.repository().addCipher(view)
+        var edited = try #require(saved.cipher).decrypt(userKey: h.userKey)
+        edited.notes = "typed beside the delete"
+
+        // The first update waits, before it is sent, until the folder's delete is done.
+        let (deleted, deletedDone) = AsyncStream<Void>.makeStream()
+        let (arrived, arrival) = AsyncStream<Void>.makeStream()
+        let first = Mutex(true)
+        let late = EffectHookServer(h.client, beforeUpdate: { _ in
+            guard first.withLock({ let was = $0; $0 = false; return was }) else { return }
+            arrival.yield()
+            for await _ in deleted { break }
+        }, afterEffect: { _ in })
+        let screen = VaultRepository(store: h.store, userId: h.userId, server: late)
+        let save = Task { try await screen.updateCipher(edited) }
+        for await _ in arrived { break }
+        try await h.repository().deleteFolder(id: folder.id)
+        deletedDone.yield()
+        let result = try await save.value
+
+        #expect(!result.isOffline)
+        let item = try #require(try h.serverItems(named: "Bank").first)
+        #expect(item.folderId == nil, "the server keeps the item in a deleted folder")
+        #expect(item.notes == "typed beside the delete")
+        let local = try #require(try h.store.localCipher(userId: h.userId, id: item.id ?? "")).decrypt(userKey: h.userKey)
+        #expect(local.folderId == nil)
+        #expect(local.notes == "typed beside the delete")
+        #expect(try h.pendingCount() == 0)
+        #expect(h.emulator.folders(userId: h.userId).isEmpty)
+    }
+
+    /// A screen opened before the folder was deleted saves with the folder's id: it is sent in no folder.
+    @Test func saveFromAScreenOpenedBeforeTheDelete_isSentInNoFolder() async throws {
+        let h = try await H.make()
+        defer { Task { await h.stop() } }
+        let folder = try await h.client.createFolder(encryptedName: EncString.encrypt("Old", key: h.userKey))
+        var view = H.login("Bank", password: "pw-1")
+        view.folderId = folder.id
+        var stale = try #require(try await h.repository().addCipher(view).cipher).decrypt(userKey: h.userKey)
+        try await h.repository().deleteFolder(id: folder.id)
+        stale.notes = "saved from the old screen"
+        _ = try await h.repository().updateCipher(stale)
+        var other = H.login("New", password: "pw-2")
+        other.folderId = folder.id
+        _ = try await h.repository().addCipher(other)
+        #expect(try h.serverItems(named: "Bank").first?.folderId == nil)
+        #expect(try h.serverItems(named: "Bank").first?.notes == "saved from the old screen")
+        #expect(try h.serverItems(named: "New").first?.folderId == nil)
+        #expect(try h.store.isFolderDeleted(userId: h.userId, folderId: folder.id))
+        try h.store.logout(userId: h.userId)
+        #expect(try h.store.isFolderDeleted(userId: h.userId, folderId: folder.id) == false, "a logout removes the user's records")
+    }
+}
