@@ -110,11 +110,14 @@ extension OfflineSyncResolver {
         var toSend = payload
         toSend.id = nil
         toSend.folderId = run.folders.sendable(toSend.folderId)
+        if let folderId = toSend.folderId, try store.isFolderDeleted(userId: run.userId, folderId: folderId) { toSend.folderId = nil }
         try await record(&item, .createPlanned, OutcomeBody(
             at: now, backupOf: side, marker: toSend.name?.serialized, reason: "about to create (\(purpose))",
             cipher: toSend, purpose: purpose, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
         let created = try await server.createCipher(toSend)
-        return created
+        // Created in a folder deleted on this device meanwhile: sent again in no folder.
+        guard let folderId = created.folderId, try store.isFolderDeleted(userId: run.userId, folderId: folderId) else { return created }
+        return try await sendUpdate(created, lastKnownRevisionDate: created.revisionDate, run: run)
     }
 
     func plannedMarkers(_ item: Item, purpose: CreatePurpose) -> [EncString] {

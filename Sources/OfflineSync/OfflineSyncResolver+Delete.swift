@@ -114,7 +114,7 @@ extension OfflineSyncResolver {
                     var payload = change.latest
                     payload.id = id
                     do {
-                        let updated = try await server.updateCipher(payload, lastKnownRevisionDate: copy.revisionDate)
+                        let updated = try await sendUpdate(payload, lastKnownRevisionDate: copy.revisionDate, run: run)
                         // Recorded before the trash move is sent: if its answer is lost and another
                         // device restores the item, the next attempt tells that restore (a revision
                         // after this one) from a move never sent (this very revision).

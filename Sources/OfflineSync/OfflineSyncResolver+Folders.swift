@@ -179,3 +179,29 @@ extension OfflineSyncResolver {
         try await record(&item, .itemFolderMissing, body, run: run)
     }
 }
+
+extension OfflineSyncResolver {
+    /// The PUT of an item's version, with its folder checked against the folders deleted on this
+    /// device (``VaultLogStore/markFoldersDeleted(userId:_:in:)``): a deleted one is not sent.
+    /// An online folder delete from another screen can run beside the run, after its folder pass
+    /// listed the folders; if the server answers with the item in a folder deleted meanwhile
+    /// (Bitwarden keeps the id as sent) the version is sent again in no folder, and if it refuses
+    /// the folder (Vaultwarden) it is sent once more without it.
+    func sendUpdate(_ payload: Cipher, lastKnownRevisionDate: BitwardenDate?, run: RunContext) async throws -> Cipher {
+        var payload = payload
+        if let folderId = payload.folderId, try store.isFolderDeleted(userId: run.userId, folderId: folderId) { payload.folderId = nil }
+        let updated: Cipher
+        do {
+            updated = try await server.updateCipher(payload, lastKnownRevisionDate: lastKnownRevisionDate)
+        } catch where error.serverErrorKind == .notFound {
+            guard let folderId = payload.folderId, try store.isFolderDeleted(userId: run.userId, folderId: folderId) else { throw error }
+            payload.folderId = nil
+            return try await server.updateCipher(payload, lastKnownRevisionDate: lastKnownRevisionDate)
+        }
+        guard let folderId = updated.folderId, try store.isFolderDeleted(userId: run.userId, folderId: folderId) else { return updated }
+        logger.info("the item's folder was deleted during the push; sending it again in no folder", metadata: ["cipher": "\(updated.id ?? "?")"])
+        var moved = updated
+        moved.folderId = nil
+        return try await server.updateCipher(moved, lastKnownRevisionDate: updated.revisionDate)
+    }
+}

@@ -66,7 +66,7 @@ extension OfflineSyncResolver {
         _ = try await preserveOverflowPasswords(&item, alsoPreservedBy: preserved + [payload], run: run)
         let updated: Cipher
         do {
-            updated = try await server.updateCipher(payload, lastKnownRevisionDate: serverCopy.revisionDate)
+            updated = try await sendUpdate(payload, lastKnownRevisionDate: serverCopy.revisionDate, run: run)
         } catch where error.serverErrorKind == .staleRevision {
             return nil
         }

@@ -79,7 +79,7 @@ extension OfflineSyncResolver {
                 payload.id = serverId
                 let updated: Cipher
                 do {
-                    updated = try await server.updateCipher(payload, lastKnownRevisionDate: serverCopy.revisionDate)
+                    updated = try await sendUpdate(payload, lastKnownRevisionDate: serverCopy.revisionDate, run: run)
                 } catch where error.serverErrorKind == .staleRevision {
                     // Another device wrote between our read and our write: read again, decide again.
                     staleAnswers += 1

@@ -204,7 +204,13 @@ extension Simulation {
                 episode.append(sync)
                 // Offline both are saved in the log; online, the save's PUT may reach the server
                 // after the folder's DELETE (and then names a folder that is gone).
-                setOffline(chance(50))
+                let online = chance(50)
+                if online && chance(50) {
+                    // A pending edit first: the online save then goes through the resolver.
+                    setOffline(true)
+                    episode.append(update(ref, password: false))
+                }
+                setOffline(!online)
                 let save = update(ref, password: chance(50))
                 let delete = ScenarioStep(.folderDelete, user: user, ref: folder)
                 episode.append(ScenarioStep(.concurrently, user: user, optional: true, steps: chance(50) ? [save, delete] : [delete, save]))

@@ -52,6 +52,34 @@ import VaultLogTestSupport
         #expect(h.emulator.folders(userId: h.userId).isEmpty)
     }
 
+    /// The resolver's push of a pending edit, sent after another screen deleted the item's folder
+    /// online (the run listed the folders before): the item ends in no folder.
+    @Test(arguments: EmulatorFlavor.allCases)
+    func resolverPushSentAfterAnOnlineFolderDelete_endsInNoFolder(flavor: EmulatorFlavor) async throws {
+        let h = try await H.make(flavor: flavor)
+        defer { Task { await h.stop() } }
+        let folder = try await h.client.createFolder(encryptedName: EncString.encrypt("Old", key: h.userKey))
+        var view = H.login("Bank", password: "pw-1")
+        view.folderId = folder.id
+        var edited = try #require(try await h.repository().addCipher(view).cipher).decrypt(userKey: h.userKey)
+        h.goOffline()
+        edited.notes = "typed offline"
+        #expect(try await h.repository().updateCipher(edited).isOffline)
+        h.goOnline()
+        let first = Mutex(true)
+        let other = h.repository()
+        let late = EffectHookServer(h.client, beforeUpdate: { _ in
+            guard first.withLock({ let was = $0; $0 = false; return was }) else { return }
+            try await other.deleteFolder(id: folder.id)
+        }, afterEffect: { _ in })
+        _ = try await h.resolver(server: late).processPendingChanges(userId: h.userId)
+        let item = try #require(try h.serverItems(named: "Bank").first)
+        #expect(item.folderId == nil, "the server keeps the item in a deleted folder")
+        #expect(item.notes == "typed offline")
+        #expect(try h.store.localCipher(userId: h.userId, id: item.id ?? "")?.folderId == nil)
+        #expect(try h.pendingCount() == 0)
+    }
+
     /// A screen opened before the folder was deleted saves with the folder's id: it is sent in no folder.
     @Test func saveFromAScreenOpenedBeforeTheDelete_isSentInNoFolder() async throws {
         let h = try await H.make()
