@@ -63,6 +63,11 @@ extension VaultLogStore {
 
     /// Removes every record of `table` under the user's key prefix (a logout).
     func deleteUserRecords(_ table: SideTable, userId: String, in txn: LogTransaction) throws {
+        for key in try userKeys(table, userId: userId, in: txn) { try txn.delete(table, key: key) }
+    }
+
+    /// The keys of `table` under the user's key prefix, in key order.
+    func userKeys(_ table: SideTable, userId: String, in txn: LogTransaction) throws -> [[UInt8]] {
         let prefix = Self.userPrefix(userId)
         var keys: [[UInt8]] = []
         try txn.scan(table, from: prefix) { key, _ in
@@ -70,6 +75,6 @@ extension VaultLogStore {
             keys.append(Array(key))
             return true
         }
-        for key in keys { try txn.delete(table, key: key) }
+        return keys
     }
 }

@@ -187,13 +187,7 @@ extension VaultLogStore {
                 pendingIds = try headerProjection(reader, userId: userId, fromCheckpoint: false).projection.pending
             }
             let prefix = Self.userPrefix(userId)
-            var existing: [[UInt8]] = []
-            try txn.scan(ciphers, from: prefix) { key, _ in
-                guard key.starts(with: prefix) else { return false }
-                existing.append(Array(key))
-                return true
-            }
-            for key in existing {
+            for key in try userKeys(ciphers, userId: userId, in: txn) {
                 let id = String(decoding: key.dropFirst(prefix.count), as: UTF8.self)
                 if pendingIds[id] == nil { try txn.delete(ciphers, key: key) }
             }

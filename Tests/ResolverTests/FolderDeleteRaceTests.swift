@@ -14,15 +14,21 @@ import VaultLogTestSupport
 @Suite struct FolderDeleteRaceTests {
     typealias H = ResolverHarness
 
+    /// A folder made online and an item "Bank" saved online into it: the folder's id and the
+    /// item as its screen shows it.
+    static func itemInFolder(_ h: H) async throws -> (folderId: String, view: CipherView) {
+        let folder = try await h.client.createFolder(encryptedName: EncString.encrypt("Old", key: h.userKey))
+        var view = H.login("Bank", password: "pw-1")
+        view.folderId = folder.id
+        return (folder.id, try #require(try await h.repository().addCipher(view).cipher).decrypt(userKey: h.userKey))
+    }
+
     @Test(arguments: EmulatorFlavor.allCases)
     func saveReachingTheServerAfterItsFoldersDelete_endsInNoFolder(flavor: EmulatorFlavor) async throws {
         let h = try await H.make(flavor: flavor)
         defer { Task { await h.stop() } }
-        let folder = try await h.client.createFolder(encryptedName: EncString.encrypt("Old", key: h.userKey))
-        var view = H.login("Bank", password: "pw-1")
-        view.folderId = folder.id
-        let saved = try await h.repository().addCipher(view)
-        var edited = try #require(saved.cipher).decrypt(userKey: h.userKey)
+        let (folderId, shown) = try await Self.itemInFolder(h)
+        var edited = shown
         edited.notes = "typed beside the delete"
 
         // The first update waits, before it is sent, until the folder's delete is done.
@@ -37,7 +43,7 @@ import VaultLogTestSupport
         let screen = VaultRepository(store: h.store, userId: h.userId, server: late)
         let save = Task { try await screen.updateCipher(edited) }
         for await _ in arrived { break }
-        try await h.repository().deleteFolder(id: folder.id)
+        try await h.repository().deleteFolder(id: folderId)
         deletedDone.yield()
         let result = try await save.value
 
@@ -58,10 +64,8 @@ import VaultLogTestSupport
     func resolverPushSentAfterAnOnlineFolderDelete_endsInNoFolder(flavor: EmulatorFlavor) async throws {
         let h = try await H.make(flavor: flavor)
         defer { Task { await h.stop() } }
-        let folder = try await h.client.createFolder(encryptedName: EncString.encrypt("Old", key: h.userKey))
-        var view = H.login("Bank", password: "pw-1")
-        view.folderId = folder.id
-        var edited = try #require(try await h.repository().addCipher(view).cipher).decrypt(userKey: h.userKey)
+        let (folderId, shown) = try await Self.itemInFolder(h)
+        var edited = shown
         h.goOffline()
         edited.notes = "typed offline"
         #expect(try await h.repository().updateCipher(edited).isOffline)
@@ -70,7 +74,7 @@ import VaultLogTestSupport
         let other = h.repository()
         let late = EffectHookServer(h.client, beforeUpdate: { _ in
             guard first.withLock({ let was = $0; $0 = false; return was }) else { return }
-            try await other.deleteFolder(id: folder.id)
+            try await other.deleteFolder(id: folderId)
         }, afterEffect: { _ in })
         _ = try await h.resolver(server: late).processPendingChanges(userId: h.userId)
         let item = try #require(try h.serverItems(named: "Bank").first)
@@ -84,21 +88,19 @@ import VaultLogTestSupport
     @Test func saveFromAScreenOpenedBeforeTheDelete_isSentInNoFolder() async throws {
         let h = try await H.make()
         defer { Task { await h.stop() } }
-        let folder = try await h.client.createFolder(encryptedName: EncString.encrypt("Old", key: h.userKey))
-        var view = H.login("Bank", password: "pw-1")
-        view.folderId = folder.id
-        var stale = try #require(try await h.repository().addCipher(view).cipher).decrypt(userKey: h.userKey)
-        try await h.repository().deleteFolder(id: folder.id)
+        let (folderId, shown) = try await Self.itemInFolder(h)
+        var stale = shown
+        try await h.repository().deleteFolder(id: folderId)
         stale.notes = "saved from the old screen"
         _ = try await h.repository().updateCipher(stale)
         var other = H.login("New", password: "pw-2")
-        other.folderId = folder.id
+        other.folderId = folderId
         _ = try await h.repository().addCipher(other)
         #expect(try h.serverItems(named: "Bank").first?.folderId == nil)
         #expect(try h.serverItems(named: "Bank").first?.notes == "saved from the old screen")
         #expect(try h.serverItems(named: "New").first?.folderId == nil)
-        #expect(try h.store.isFolderDeleted(userId: h.userId, folderId: folder.id))
+        #expect(try h.store.isFolderDeleted(userId: h.userId, folderId: folderId))
         try h.store.logout(userId: h.userId)
-        #expect(try h.store.isFolderDeleted(userId: h.userId, folderId: folder.id) == false, "a logout removes the user's records")
+        #expect(try h.store.isFolderDeleted(userId: h.userId, folderId: folderId) == false, "a logout removes the user's records")
     }
 }
