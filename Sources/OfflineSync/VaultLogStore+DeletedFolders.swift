@@ -35,7 +35,7 @@ extension VaultLogStore {
     }
 
     /// Whether `folderId` was deleted on this device (``markFoldersDeleted(userId:_:in:)``).
-    public func isFolderDeleted(userId: String, folderId: String) throws -> Bool {
+    func isFolderDeleted(userId: String, folderId: String) throws -> Bool {
         guard let deletedFolders else { return false }
         return try log.read { reader in try reader.get(deletedFolders, key: Self.deletedFolderKey(userId, folderId)) != nil }
     }
