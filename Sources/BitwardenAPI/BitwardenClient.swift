@@ -205,7 +205,7 @@ public final class BitwardenClient: CipherServer, Sendable {
     /// `GET /api/sync?excludeDomains=true`, reduced to what the local store needs.
     public func sync() async throws -> SyncSnapshot {
         let full = try await fullSync()
-        return SyncSnapshot(ciphers: full.ciphers, folderIds: full.folders.map(\.id))
+        return SyncSnapshot(ciphers: full.ciphers, folders: full.folders.map { ServerFolder(id: $0.id, name: $0.name, revisionDate: $0.revisionDate) })
     }
 
     // MARK: Transport

@@ -89,11 +89,22 @@ public struct SyncSnapshot: Sendable {
     public var ciphers: [Cipher]
     /// Folder ids (backups keep their folder).
     public var folderIds: [String]
+    /// The user's folders with their encrypted names, when the server port returns them: the
+    /// sync keeps them on the device, so the app lists folders offline
+    /// (`VaultLogStore.localFolders(userId:)`). Nil leaves the folders kept on the device as they are.
+    public var folders: [ServerFolder]?
 
     /// A sync result of `ciphers`, with the ids of the user's folders.
     public init(ciphers: [Cipher], folderIds: [String] = []) {
         self.ciphers = ciphers
         self.folderIds = folderIds
+    }
+
+    /// A sync result of `ciphers` and the user's `folders`.
+    public init(ciphers: [Cipher], folders: [ServerFolder]) {
+        self.ciphers = ciphers
+        self.folderIds = folders.map(\.id)
+        self.folders = folders
     }
 }
 

@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 import Logging
 import VaultCrypto
@@ -80,7 +81,8 @@ extension OfflineSyncResolver {
                 throw ServerFailure(.rejected, "folder \(folder.folderId): its name is not an encrypted string")
             }
             var serverId = folder.mappedServerId
-            var serverName = folder.steps.last(where: { $0.type == .folderMapped })?.outcome.folderName
+            let mappedStep = folder.steps.last { $0.type == .folderMapped }
+            var (serverName, serverRevision) = (mappedStep?.outcome.folderName, mappedStep?.outcome.revisionDate)
             if serverId == nil {
                 let markers = Set(folder.steps.filter { $0.type == .folderCreatePlanned }.compactMap(\.outcome.marker) + [name.serialized])
                 if listed == nil { listed = try await folders.listFolders() }
@@ -95,17 +97,19 @@ extension OfflineSyncResolver {
                 var mapped = OutcomeBody(at: now, serverId: created.id, revisionDate: created.revisionDate, reason: "created offline")
                 mapped.folderName = created.name.serialized
                 try await recordFolder(folder, [(.folderMapped, mapped)], userId: userId)
-                (serverId, serverName) = (created.id, created.name.serialized)
+                (serverId, serverName, serverRevision) = (created.id, created.name.serialized, created.revisionDate)
             }
             guard let serverId else { preconditionFailure("a mapped folder") }
             var events: [(VaultEventType, OutcomeBody)] = []
+            var kept = ServerFolder(id: serverId, name: name, revisionDate: serverRevision)
             if serverName != name.serialized {
                 // Renamed after the create was sent: the server has the older name.
                 let renamed = try await folders.renameFolder(id: serverId, encryptedName: name)
                 events.append((.folderRenameApplied, OutcomeBody(at: now, serverId: serverId, revisionDate: renamed.revisionDate)))
+                kept = renamed
             }
             events.append((.folderResolved, OutcomeBody(at: now, serverId: serverId)))
-            try await recordFolder(folder, events, userId: userId)
+            try await recordFolder(folder, events, userId: userId, keeping: .put(kept))
             return serverId
         case .rename:
             guard let name = folder.name.flatMap({ try? EncString($0) }) else {
@@ -116,10 +120,11 @@ extension OfflineSyncResolver {
                 // The local rename is the newer: it wins over another device's, no copy needed.
                 let renamed = try await folders.renameFolder(id: serverId, encryptedName: name)
                 try await recordFolder(folder, [(.folderRenameApplied, OutcomeBody(at: now, serverId: serverId, revisionDate: renamed.revisionDate)),
-                                                (.folderResolved, OutcomeBody(at: now, serverId: serverId))], userId: userId)
+                                                (.folderResolved, OutcomeBody(at: now, serverId: serverId))], userId: userId, keeping: .put(renamed))
             } catch where error.serverErrorKind == .notFound {
                 try await recordFolder(folder, [(.folderAlreadyDeleted, OutcomeBody(at: now, serverId: serverId, reason: "renamed offline; another device had deleted it")),
-                                                (.folderResolved, OutcomeBody(at: now, serverId: serverId))], userId: userId)
+                                                (.folderResolved, OutcomeBody(at: now, serverId: serverId))], userId: userId,
+                                       keeping: .remove([serverId, folder.folderId]))
             }
             return nil
         case .delete:
@@ -152,11 +157,15 @@ extension OfflineSyncResolver {
     }
 
     /// Appends folder outcomes, covering the folder's operations the pass read: a rename saved
-    /// meanwhile keeps the folder pending (its `folderResolved` is left out).
-    private func recordFolder(_ folder: PendingFolder, _ events: [(VaultEventType, OutcomeBody)], userId: String) async throws {
+    /// meanwhile keeps the folder pending (its `folderResolved` is left out). `keeping` changes
+    /// the folders kept on the device in the same transaction (what the server now has).
+    private func recordFolder(_ folder: PendingFolder, _ events: [(VaultEventType, OutcomeBody)], userId: String,
+                              keeping kept: FolderCacheChange? = nil) async throws {
+        var keep: (@Sendable (LogTransaction) throws -> Void)?
+        if let kept { keep = { [store] txn in try store.changeKeptFolders(kept, userId: userId, in: txn) } }
         _ = try await store.appendOutcomes(userId: userId, cipherId: folder.folderId, coveredThrough: folder.versionSequences.last ?? 0,
                                            events: events.map { .init(cipherId: folder.folderId, type: $0.0, body: .outcome($0.1)) },
-                                           localChanges: [])
+                                           localChanges: [], alsoInTransaction: keep)
     }
 
     /// The change with its folder as the server must get it: a folder created offline under its

@@ -141,7 +141,8 @@ public final class SyncService: Sendable {
             try Task.checkCancellation()
             let event: (type: VaultEventType, body: OutcomeBody)? = unlocked
                 ? (.syncApplied, OutcomeBody(at: BitwardenDate(store.dependencies.now()), pendingCount: remaining)) : nil
-            if try await store.replaceCiphers(userId: userId, ciphers: snapshot.ciphers, ifLastSequence: lastSequence, appending: event) {
+            if try await store.replaceCiphers(userId: userId, ciphers: snapshot.ciphers, folders: snapshot.folders,
+                                             ifLastSequence: lastSequence, appending: event) {
                 let pending = try stillPending(userId: userId)
                 if !pending.isEmpty {
                     logger.notice("sync applied; items still pending kept their local copies",

@@ -5,8 +5,8 @@ import VaultModel
 extension VaultLogStore {
     // MARK: Deleted folders
 
-    /// The record of a folder deleted on this device: the user and the folder's id.
-    static func deletedFolderKey(_ userId: String, _ folderId: String) -> [UInt8] {
+    /// The key of a folder's record in a side table (deleted, kept): the user and the folder's id.
+    static func folderKey(_ userId: String, _ folderId: String) -> [UInt8] {
         userPrefix(userId) + Array(folderId.utf8)
     }
 
@@ -17,7 +17,7 @@ extension VaultLogStore {
     /// record stays true; a logout removes the user's records.
     func markFoldersDeleted(userId: String, _ folderIds: Set<String>, in txn: LogTransaction) throws {
         guard let deletedFolders else { return }
-        for id in folderIds { try txn.put(deletedFolders, key: Self.deletedFolderKey(userId, id), value: [1]) }
+        for id in folderIds { try txn.put(deletedFolders, key: Self.folderKey(userId, id), value: [1]) }
     }
 
     /// ``markFoldersDeleted(userId:_:in:)`` in a write transaction of its own.
@@ -30,14 +30,14 @@ extension VaultLogStore {
     func unmarkFoldersDeleted(userId: String, _ folderIds: Set<String>) async throws {
         guard let deletedFolders else { return }
         try await log.writeAsync { txn in
-            for id in folderIds { try txn.delete(deletedFolders, key: Self.deletedFolderKey(userId, id)) }
+            for id in folderIds { try txn.delete(deletedFolders, key: Self.folderKey(userId, id)) }
         }
     }
 
     /// Whether `folderId` was deleted on this device (``markFoldersDeleted(userId:_:in:)``).
     func isFolderDeleted(userId: String, folderId: String) throws -> Bool {
         guard let deletedFolders else { return false }
-        return try log.read { reader in try reader.get(deletedFolders, key: Self.deletedFolderKey(userId, folderId)) != nil }
+        return try log.read { reader in try reader.get(deletedFolders, key: Self.folderKey(userId, folderId)) != nil }
     }
 
     /// Applies a direct online call's local changes in one write transaction, with every upsert
@@ -49,7 +49,7 @@ extension VaultLogStore {
             var moved: [Cipher] = []
             for change in changes {
                 guard case .upsert(var cipher) = change, let folderId = cipher.folderId, let deletedFolders,
-                      try txn.get(deletedFolders, key: Self.deletedFolderKey(userId, folderId)) != nil else {
+                      try txn.get(deletedFolders, key: Self.folderKey(userId, folderId)) != nil else {
                     try apply(change, userId: userId, in: txn)
                     continue
                 }

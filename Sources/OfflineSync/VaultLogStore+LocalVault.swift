@@ -76,9 +76,11 @@ extension VaultLogStore {
     /// The move of ``moveLocalCopies(userId:outOf:)`` inside `txn`: the copies are read and
     /// written in the same write transaction, so an item saved meanwhile (by this process or
     /// another) is moved as saved, never put back to an older copy. The folders are recorded as
-    /// deleted (``markFoldersDeleted(userId:_:in:)``) in the same transaction.
+    /// deleted (``markFoldersDeleted(userId:_:in:)``) and left out of the kept folders in the
+    /// same transaction.
     func moveLocalCopies(userId: String, outOf folderIds: Set<String>, in txn: LogTransaction) throws -> Int {
         try markFoldersDeleted(userId: userId, folderIds, in: txn)
+        try changeKeptFolders(.remove(folderIds), userId: userId, in: txn)
         let needles = folderIds.map { Array($0.utf8) }
         let prefix = Self.userPrefix(userId)
         var moved: [Cipher] = []
@@ -141,11 +143,13 @@ extension VaultLogStore {
     /// that is pending (a sync never hides a pending edit). With `ifLastSequence`, does so only
     /// if the log's last sequence still equals it — checked in the same write transaction, so
     /// an edit appended after the caller counted pending changes is never overwritten.
-    /// Returns false when that check failed and nothing was changed.
+    /// Returns false when that check failed and nothing was changed. With `folders`, the
+    /// folders kept on the device are replaced by them in the same transaction.
     @discardableResult
-    @_spi(Tools) public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
+    @_spi(Tools) public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], folders: [ServerFolder]? = nil,
+                               ifLastSequence expected: UInt64? = nil,
                                appending event: (type: VaultEventType, body: OutcomeBody)? = nil) throws -> Bool {
-        let replaced = try log.write(try replacement(userId: userId, ciphers: serverCiphers, ifLastSequence: expected, appending: event))
+        let replaced = try log.write(try replacement(userId: userId, ciphers: serverCiphers, folders: folders, ifLastSequence: expected, appending: event))
         if replaced && event != nil { notifyObservers(userId: userId) }
         return replaced
     }
@@ -153,16 +157,17 @@ extension VaultLogStore {
     /// ``replaceCiphers(userId:ciphers:ifLastSequence:appending:)`` from async code: the
     /// transaction commits on the log's writer thread.
     @discardableResult
-    @_spi(Tools) public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64? = nil,
+    @_spi(Tools) public func replaceCiphers(userId: String, ciphers serverCiphers: [Cipher], folders: [ServerFolder]? = nil,
+                               ifLastSequence expected: UInt64? = nil,
                                appending event: (type: VaultEventType, body: OutcomeBody)? = nil) async throws -> Bool {
         let replaced = try await log.writeAsync(
-            try replacement(userId: userId, ciphers: serverCiphers, ifLastSequence: expected, appending: event))
+            try replacement(userId: userId, ciphers: serverCiphers, folders: folders, ifLastSequence: expected, appending: event))
         if replaced && event != nil { notifyObservers(userId: userId) }
         return replaced
     }
 
     /// The write transaction of a sync's replace, for either form.
-    private func replacement(userId: String, ciphers serverCiphers: [Cipher], ifLastSequence expected: UInt64?,
+    private func replacement(userId: String, ciphers serverCiphers: [Cipher], folders serverFolders: [ServerFolder]?, ifLastSequence expected: UInt64?,
                              appending event: (type: VaultEventType, body: OutcomeBody)?) throws
         -> @Sendable (LogTransaction) throws -> Bool {
         let keys = event == nil ? nil : try keys(userId)
@@ -196,6 +201,7 @@ extension VaultLogStore {
                 if let folderId = cipher.folderId, deletedFolders.contains(folderId) { cipher.folderId = nil }
                 try apply(.upsert(cipher), userId: userId, in: txn)
             }
+            if let serverFolders { try replaceKeptFolders(serverFolders, userId: userId, in: txn) }
             if let event, let keys {
                 _ = try appendMarked([NewEvent(userId: userId, cipherId: "", eventType: event.type.rawValue,
                                                recordedAtMillis: Self.millis(event.body.at.date),

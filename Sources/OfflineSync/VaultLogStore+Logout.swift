@@ -8,13 +8,14 @@ import VaultModel
 extension VaultLogStore {
     // MARK: Logout
 
-    /// Removes everything of a user: events, checkpoints, local items, session. The one
+    /// Removes everything of a user: events, checkpoints, local items and folders, session. The one
     /// non-append mutation of the log.
     public func logout(userId: String) throws {
         try log.write { txn in
             try txn.deleteUser(userId)
             try deleteUserRecords(ciphers, userId: userId, in: txn)
             if let deletedFolders { try deleteUserRecords(deletedFolders, userId: userId, in: txn) }
+            if let folderCache { try deleteUserRecords(folderCache, userId: userId, in: txn) }
             try txn.delete(accounts, key: Array(userId.utf8))
             if let pendingCheckpoints { try txn.delete(pendingCheckpoints, key: Self.userPrefix(userId)) }
         }

@@ -25,8 +25,11 @@ extension VaultLogStore {
     /// the local changes (which would put the server's copy of an older version over the newer
     /// local one) are left out; the other events (what the server did) are still recorded, so
     /// no step is repeated.
+    /// `alsoInTransaction` runs in the same transaction whatever was left out (it records what
+    /// the server did).
     func appendOutcomes(userId: String, cipherId: String, coveredThrough: UInt64, events: [PlannedEvent],
-                        localChanges: [LocalChange]) async throws -> OutcomeAppend {
+                        localChanges: [LocalChange],
+                        alsoInTransaction: (@Sendable (LogTransaction) throws -> Void)? = nil) async throws -> OutcomeAppend {
         let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
         let finishing = events.map { [.resolved, .clearedAfterOnlineSuccess, .changeDiscarded, .folderResolved].contains($0.type) }
         let result = try await log.writeAsync { txn -> OutcomeAppend in
@@ -38,6 +41,7 @@ extension VaultLogStore {
                 positions.append(i)
             }
             if !superseded { for change in encodedChanges { try self.apply(change, in: txn) } }
+            try alsoInTransaction?(txn)
             var sequences = [UInt64?](repeating: nil, count: newEvents.count)
             if !kept.isEmpty {
                 for (position, sequence) in zip(positions, try self.appendMarked(kept, userId: userId, key: keys.sealing, in: txn)) { sequences[position] = sequence }

@@ -32,6 +32,9 @@ public final class VaultLogStore: Sendable {
     /// Per user, the folders deleted on this device (``markFoldersDeleted(userId:_:in:)``); nil
     /// for a read-only store written before it existed.
     let deletedFolders: SideTable?
+    /// Per user, the server's folders as the device last learnt them (``localFolders(userId:)``);
+    /// nil for a read-only store written before it existed.
+    let folderCache: SideTable?
     let checkpointInterval: Int
     let pendingCheckpointInterval: Int
     let logger: Logger
@@ -67,6 +70,7 @@ public final class VaultLogStore: Sendable {
         let readOnly = options.eventLog.environment.readOnly
         pendingCheckpoints = readOnly ? try? log.openSideTable("pending") : try log.openSideTable("pending")
         deletedFolders = readOnly ? try? log.openSideTable("deletedFolders") : try log.openSideTable("deletedFolders")
+        folderCache = readOnly ? try? log.openSideTable("folders") : try log.openSideTable("folders")
         dependencies = options.dependencies
         checkpointInterval = options.checkpointInterval
         pendingCheckpointInterval = options.pendingCheckpointInterval

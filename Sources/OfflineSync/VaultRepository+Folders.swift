@@ -21,10 +21,11 @@ extension VaultRepository {
         let encrypted = EncString.encrypt(name, key: userKey, random: store.dependencies.random)
         let tempId = store.dependencies.makeId()
         var mayHaveArrived = false
-        if let id = try await folderCallOnline(pending: try store.projection(userId: userId), {
-            try await $0.createFolder(encryptedName: encrypted).id
+        if let created = try await folderCallOnline(pending: try store.projection(userId: userId), {
+            try await $0.createFolder(encryptedName: encrypted)
         }, offlineBecause: { mayHaveArrived = $0.requestMayHaveArrived }) {
-            return id
+            try await store.changeKeptFolders(.put(created), userId: userId)
+            return created.id
         }
         var created = OutcomeBody(at: now)
         created.folderName = encrypted.serialized
@@ -47,9 +48,10 @@ extension VaultRepository {
         let encrypted = EncString.encrypt(name, key: userKey, random: store.dependencies.random)
         let projection = try store.projection(userId: userId)
         // A folder created offline is known to the server under its mapped id.
-        if try await folderCallOnline(pending: projection, {
-            _ = try await $0.renameFolder(id: projection.serverFolderId(id), encryptedName: encrypted)
-        }) != nil {
+        if let renamed = try await folderCallOnline(pending: projection, {
+            try await $0.renameFolder(id: projection.serverFolderId(id), encryptedName: encrypted)
+        }) {
+            try await store.changeKeptFolders(.put(renamed), userId: userId)
             return
         }
         var renamed = OutcomeBody(at: now)

@@ -52,6 +52,10 @@ public struct ScenarioExpectation: Codable, Sendable, Equatable {
     public var syncResults: [String]?
     /// The decrypted names of each user ref's folders on the server, in any order.
     public var folders: [String: [String]]? = nil
+    /// The decrypted names of the folders each user ref's device lists
+    /// (`VaultLogStore.localFolders(userId:)`: the server's as kept on the device, with the
+    /// device's pending folder changes), in any order.
+    public var deviceFolders: [String: [String]]? = nil
 
     /// An expectation from its parts; a part left nil is not compared.
     public init(outcomes: [String: [String]]? = nil, pending: [String: Int]? = nil, deadLetters: [String: [String]]? = nil,

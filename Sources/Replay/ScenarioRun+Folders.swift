@@ -63,6 +63,18 @@ extension Run {
         return id
     }
 
+    /// The folder names each user's device lists, decrypted (the vault unlocked for the read).
+    func observeDeviceFolders() throws -> [String: [String]] {
+        var names: [String: [String]] = [:]
+        for user in users {
+            let wasLocked = !store.isUnlocked(userId: user.userId)
+            if wasLocked { store.unlock(userId: user.userId, userKey: user.userKey) }
+            defer { if wasLocked { store.lock(userId: user.userId) } }
+            names[user.ref] = try store.localFolders(userId: user.userId).map { try $0.name.decryptString(key: user.userKey) }.sorted()
+        }
+        return names
+    }
+
     /// Each user's folder names on the server, decrypted.
     func observeFolders() async throws -> [String: [String]] {
         var names: [String: [String]] = [:]

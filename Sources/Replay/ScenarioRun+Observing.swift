@@ -81,6 +81,7 @@ extension Run {
         var observed = ScenarioExpectation(outcomes: outcomes, pending: pending, deadLetters: deadLetters, server: server,
                                            syncResults: syncResults)
         observed.folders = try await observeFolders()
+        observed.deviceFolders = try observeDeviceFolders()
         return observed
     }
 }

@@ -39,10 +39,11 @@ extension ScenarioRunner {
                 if want != got { lines.append("deadLetters.\(user): expected \(want), actual \(got)") }
             }
         }
-        if let folders = expected.folders {
-            for user in folders.keys.sorted() {
-                let want = folders[user]!.sorted(), got = (actual.folders?[user] ?? []).sorted()
-                if want != got { lines.append("folders.\(user): expected \(want), actual \(got)") }
+        for (label, wanted, seen) in [("folders", expected.folders, actual.folders), ("deviceFolders", expected.deviceFolders, actual.deviceFolders)] {
+            guard let wanted else { continue }
+            for user in wanted.keys.sorted() {
+                let want = wanted[user]!.sorted(), got = (seen?[user] ?? []).sorted()
+                if want != got { lines.append("\(label).\(user): expected \(want), actual \(got)") }
             }
         }
         if let syncResults = expected.syncResults, syncResults != (actual.syncResults ?? []) {

@@ -110,9 +110,15 @@ extension Simulation {
     /// Invariant 15: no server item is in a folder the server does not have (an unknown id, or
     /// a folder deleted); and every folder the user created is on the server exactly once,
     /// unless the user or another device deleted it later (then not at all).
+    /// After convergence, each device lists the server's folders, by name, once each (its kept
+    /// folders follow every sync, folder call and resolution).
     static func folderViolations(scenario: Scenario, outcome: ScenarioOutcome) -> [String] {
         var violations: [String] = []
         let folders = outcome.actual.folders ?? [:]
+        for (user, listed) in (outcome.actual.deviceFolders ?? [:]).sorted(by: { $0.key < $1.key })
+        where outcome.actual.pending?[user] ?? 0 == 0 && listed != (folders[user] ?? []).sorted() {
+            violations.append("invariant 15: \(user): the device lists the folders \(listed), the server has \((folders[user] ?? []).sorted())")
+        }
         for (user, items) in (outcome.actual.server ?? [:]).sorted(by: { $0.key < $1.key }) {
             let existing = Set((folders[user] ?? []).compactMap(folderRef(named:)))
             for item in items {
