@@ -14,6 +14,8 @@ struct FolderContext: Sendable {
     /// The user's folders on the server after the folder pass; nil when unknown (the server
     /// port has no folder routes), then items are sent with their folder as it is.
     var serverFolderIds: Set<String>? = nil
+    /// What the folder pass did with each pending folder change.
+    var reports: [FolderReport] = []
 
     /// `cipher` with its folder as it is sent (``sendable(_:)``).
     func asSent(_ cipher: Cipher) -> Cipher {
@@ -49,13 +51,15 @@ extension OfflineSyncResolver {
         var listed: [ServerFolder]?
         for folder in pending {
             do {
-                if let serverId = try await resolveFolder(folder, folders: folders, listed: &listed, userId: userId) {
-                    context.idMap[folder.folderId] = serverId
-                }
+                let report = try await resolveFolder(folder, folders: folders, listed: &listed, userId: userId)
+                if folder.change == .create, let serverId = report.serverId { context.idMap[folder.folderId] = serverId }
+                context.reports.append(report)
             } catch let interruption as any ResolutionInterruption {
                 throw interruption
             } catch {
                 logger.warning("folder resolution failed", metadata: ["folder": "\(folder.folderId)", "error": "\(error)"])
+                context.reports.append(FolderReport(folderId: folder.folderId, change: folder.change, outcome: .failed,
+                                                    serverId: folder.mappedServerId, error: "\(error)"))
                 // Out of reach: its items wait for it. Refused by the server: they go to no folder.
                 if folder.change == .create, error.serverErrorKind == .unavailable || error.serverErrorKind == .loginRequired {
                     context.waiting.insert(folder.folderId)
@@ -72,9 +76,12 @@ extension OfflineSyncResolver {
         return context
     }
 
-    /// One folder's pending operation; the server id of a folder created offline.
+    /// One folder's pending operation: what was done (with the server id of a folder created offline).
     private func resolveFolder(_ folder: PendingFolder, folders: any FolderServer, listed: inout [ServerFolder]?,
-                               userId: String) async throws -> String? {
+                               userId: String) async throws -> FolderReport {
+        func report(_ outcome: FolderReport.Outcome, _ serverId: String?) -> FolderReport {
+            FolderReport(folderId: folder.folderId, change: folder.change, outcome: outcome, serverId: serverId)
+        }
         switch folder.change {
         case .create:
             guard let name = folder.name.flatMap({ try? EncString($0) }) else {
@@ -110,7 +117,7 @@ extension OfflineSyncResolver {
             }
             events.append((.folderResolved, OutcomeBody(at: now, serverId: serverId)))
             try await recordFolder(folder, events, userId: userId, keeping: .put(kept))
-            return serverId
+            return report(.created, serverId)
         case .rename:
             guard let name = folder.name.flatMap({ try? EncString($0) }) else {
                 throw ServerFailure(.rejected, "folder \(folder.folderId): its name is not an encrypted string")
@@ -125,8 +132,9 @@ extension OfflineSyncResolver {
                 try await recordFolder(folder, [(.folderAlreadyDeleted, OutcomeBody(at: now, serverId: serverId, reason: "renamed offline; another device had deleted it")),
                                                 (.folderResolved, OutcomeBody(at: now, serverId: serverId))], userId: userId,
                                        keeping: .remove([serverId, folder.folderId]))
+                return report(.alreadyDeleted, serverId)
             }
-            return nil
+            return report(.renamed, serverId)
         case .delete:
             var serverId: String? = try store.projection(userId: userId).folderIdMap?[folder.folderId]
             if serverId == nil, folder.mayBeOnServer {
@@ -137,10 +145,11 @@ extension OfflineSyncResolver {
                 if serverId == nil {
                     try await recordFolder(folder, [(.folderResolved, OutcomeBody(at: now, reason: "created and deleted offline; never on the server"))],
                                            userId: userId)
-                    return nil
+                    return report(.dropped, nil)
                 }
             }
             let id = serverId ?? folder.folderId
+            var outcome = FolderReport.Outcome.deleted
             do {
                 try await folders.deleteFolder(id: id)
                 try await recordFolder(folder, [(.folderDeleteApplied, OutcomeBody(at: now, serverId: id)),
@@ -148,11 +157,12 @@ extension OfflineSyncResolver {
             } catch where error.serverErrorKind == .notFound {
                 try await recordFolder(folder, [(.folderAlreadyDeleted, OutcomeBody(at: now, serverId: id, reason: "deleted offline; another device had deleted it")),
                                                 (.folderResolved, OutcomeBody(at: now, serverId: id))], userId: userId)
+                outcome = .alreadyDeleted
             }
             // A sync while the delete was pending put the server's copies, still in the folder,
             // back in place: the local items go where the server's now are, to no folder.
             try await store.moveLocalCopies(userId: userId, outOf: [id, folder.folderId])
-            return nil
+            return report(outcome, id)
         }
     }
 

@@ -111,7 +111,7 @@ public final class OfflineSyncResolver: Sendable {
                 startNext()
             }
         }
-        return (ResolutionReport(items: reports.compactMap { $0 }), projection.lastSequence)
+        return (ResolutionReport(items: reports.compactMap { $0 }, folders: run.folders.reports), projection.lastSequence)
     }
 
     private func isDue(_ change: PendingChange, now: BitwardenDate) -> Bool {

@@ -64,10 +64,47 @@ public struct ItemReport: Sendable, Equatable {
     }
 }
 
+/// What happened to one pending folder change in a run (folders go before items).
+public struct FolderReport: Sendable, Equatable {
+    /// How the folder change ended the run.
+    public enum Outcome: String, Sendable, Equatable {
+        /// Created on the server (its id in ``FolderReport/serverId``), exactly once.
+        case created
+        /// The new name is on the server.
+        case renamed
+        /// Deleted on the server.
+        case deleted
+        /// Another device had deleted the folder: the rename or delete had nothing left to do.
+        case alreadyDeleted
+        /// Created and deleted on this device before it reached the server: nothing to send.
+        case dropped
+        /// The attempt failed (``FolderReport/error``); the change stays pending and is tried
+        /// again by the next sync. Items in a folder whose create cannot reach the server wait
+        /// for it; if the server refused the create, they go to no folder.
+        case failed
+    }
+
+    /// The folder (its temporary id for a create made offline).
+    public var folderId: String
+    /// What was pending.
+    public var change: PendingFolder.Change
+    /// What the run did with it.
+    public var outcome: Outcome
+    /// The folder's server id after the run.
+    public var serverId: String?
+    /// The error of a failed attempt.
+    public var error: String?
+
+    /// Whether the folder change is no longer pending after the run.
+    public var isSettled: Bool { outcome != .failed }
+}
+
 /// The result of ``OfflineSyncResolver/processPendingChanges(userId:)``.
 public struct ResolutionReport: Sendable, Equatable {
     /// One entry per pending item, in the order they were first edited.
     public var items: [ItemReport] = []
+    /// One entry per pending folder change the run tried, oldest first.
+    public var folders: [FolderReport] = []
 
     /// Items no longer pending.
     public var resolvedCount: Int { items.filter(\.isSettled).count }
@@ -86,6 +123,10 @@ public struct ResolutionReport: Sendable, Equatable {
                 items.append(report)
             }
         }
-        return ResolutionReport(items: items)
+        var folders = self.folders
+        for report in later.folders {
+            if let index = folders.firstIndex(where: { $0.folderId == report.folderId }) { folders[index] = report } else { folders.append(report) }
+        }
+        return ResolutionReport(items: items, folders: folders)
     }
 }

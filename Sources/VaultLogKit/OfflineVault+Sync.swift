@@ -68,6 +68,7 @@ extension OfflineVault {
                   let projection = try whileOpen({ store.isUnlocked(userId: userId) ? try store.projection(userId: userId) : nil }) ?? nil
             else { return SyncStatus(phase: .locked) }
             status.pendingCount = projection.pendingCount
+            status.pendingFolderCount = projection.folders?.count ?? 0
             status.deadLetters = projection.pendingItems.filter(\.needsDecision)
             status.lastSyncedAt = projection.lastSyncAppliedAt?.date
         } catch {

@@ -139,14 +139,17 @@ public final class OfflineVault: Sendable {
     }
 
     /// Logs out: forgets the session and removes the account's data from this device. Refused
-    /// (``VaultError/Kind/notPossible``) while changes are still waiting for the server, unless
-    /// `discardingPendingChanges`: they would be lost.
+    /// (``VaultError/Kind/notPossible``) while changes (of items or folders) are still waiting
+    /// for the server, unless `discardingPendingChanges`: they would be lost.
     public func logOut(discardingPendingChanges: Bool = false) async throws {
         try await vaultCall {
             let userId = try unlockedUser()
             let pending = try store.pendingCount(userId: userId)
-            guard pending == 0 || discardingPendingChanges else {
-                throw VaultError(.notPossible, detail: "\(pending) changes are still waiting for the server; sync first, or log out discarding them")
+            let folders = try store.projection(userId: userId).folders?.count ?? 0
+            guard pending + folders == 0 || discardingPendingChanges else {
+                let waiting = [pending > 0 ? "\(pending) item change\(pending == 1 ? " is" : "s are")" : nil,
+                               folders > 0 ? "\(folders) folder change\(folders == 1 ? " is" : "s are")" : nil].compactMap { $0 }
+                throw VaultError(.notPossible, detail: "\(waiting.joined(separator: " and ")) still waiting for the server; sync first, or log out discarding them")
             }
             client.logout()
             try await tokenStore.setTokens(nil, userId: userId)

@@ -46,15 +46,20 @@ public struct SyncStatus: Sendable, Equatable {
     public var phase: Phase
     /// Items waiting for the server (dead letters included), from every process on the store.
     public var pendingCount: Int
+    /// Folder changes (creates, renames, deletes) saved on this device and waiting for the
+    /// server; not counted in ``pendingCount``.
+    public var pendingFolderCount: Int = 0
     /// Items that need the user's decision.
     public var deadLetters: [PendingItemStatus]
     /// When the server's items were last applied on this device (by any process).
     public var lastSyncedAt: Date?
 
     /// Creates a status.
-    public init(phase: Phase, pendingCount: Int = 0, deadLetters: [PendingItemStatus] = [], lastSyncedAt: Date? = nil) {
+    public init(phase: Phase, pendingCount: Int = 0, pendingFolderCount: Int = 0, deadLetters: [PendingItemStatus] = [],
+                lastSyncedAt: Date? = nil) {
         self.phase = phase
         self.pendingCount = pendingCount
+        self.pendingFolderCount = pendingFolderCount
         self.deadLetters = deadLetters
         self.lastSyncedAt = lastSyncedAt
     }

@@ -135,4 +135,41 @@ import VaultModel
         #expect(try vault.folders().allSatisfy { !$0.isPending })
         #expect(h.emulator.folders(userId: userId).count == names.count)
     }
+
+    @Test func folderChangesWaiting_inTheStatus_inTheRunsReport_andALogoutIsRefusedUntilSent() async throws {
+        let h = try await H.make()
+        let vault = try h.openVault()
+        try await vault.logIn(email: h.email, masterPassword: h.password)
+        let userId = try #require(vault.userId)
+        h.goOffline()
+        let tempId = try await vault.createFolder(name: "Trips")
+        #expect(vault.status().pendingFolderCount == 1)
+        #expect(vault.status().pendingCount == 0)
+        await #expect { try await vault.logOut() } throws: { error in
+            (error as? VaultError)?.kind == .notPossible && "\(error)".contains("1 folder change is still waiting")
+        }
+        #expect(try Self.names(vault) == ["Trips"])
+
+        h.goOnline()
+        let created = try await vault.sync(force: true)
+        let serverId = try #require(h.emulator.folders(userId: userId).first?.id)
+        #expect(created.resolution?.folders.map { [$0.folderId, $0.outcome.rawValue, $0.serverId ?? ""] } == [[tempId, "created", serverId]])
+        #expect(vault.status().pendingFolderCount == 0)
+
+        // A rename the server fails once: reported, still pending and listed, sent by the next sync.
+        h.goOffline()
+        try await vault.renameFolder(id: serverId, name: "Travel")
+        h.goOnline()
+        h.failNext(1, "PUT", "/api/folders/\(serverId)")
+        let failed = try await vault.sync(force: true)
+        #expect(failed.resolution?.folders.map(\.outcome) == [.failed])
+        #expect(failed.resolution?.folders.first?.isSettled == false)
+        #expect(vault.status().pendingFolderCount == 1)
+        #expect(try vault.folders() == [VaultFolder(id: serverId, name: "Travel", isPending: true)])
+        let retried = try await vault.sync(force: true)
+        #expect(retried.resolution?.folders.map(\.outcome) == [.renamed])
+        #expect(try vault.folders() == [VaultFolder(id: serverId, name: "Travel", isPending: false)])
+        #expect(vault.status().pendingFolderCount == 0)
+        try await vault.logOut()
+    }
 }
