@@ -59,6 +59,8 @@ public struct BitwardenAPIError: ClassifiedServerError, CustomStringConvertible,
         case .unavailable: text += " [server unavailable; try again when it can be reached]"
         case .loginRequired: text += " [log in again; pending offline changes are kept]"
         case .staleRevision: text += " [the server copy changed; sync, then merge]"
+        case .notFound where message.lowercased().contains("invalid folder"):
+            text += " [the folder no longer exists on the server]"
         case .notFound: text += " [the item no longer exists on the server]"
         case .rejected: text += " [the server rejected the request]"
         }

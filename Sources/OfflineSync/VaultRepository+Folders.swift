@@ -99,6 +99,38 @@ extension VaultRepository {
                                })
     }
 
+    /// Whether the folder a refused save sent is gone (Vaultwarden refuses a folder that is):
+    /// deleted on this device since, or by another device (``folderGoneOnServer(_:)``). Then
+    /// the save is made again, and goes to no folder.
+    func folderDeletedMeanwhile(_ folderId: String?) async throws -> Bool {
+        guard let folderId else { return false }
+        if try store.isFolderDeleted(userId: userId, folderId: folderId) { return true }
+        return try await folderGoneOnServer(folderId)
+    }
+
+    /// Whether the server no longer lists the folder `folderId`: another device deleted it and
+    /// this device has not synced since, so a save from a copy that still names it sent an id
+    /// the server does not have (Bitwarden stores it as given, Vaultwarden refuses the save).
+    /// Asks the server's folder list (one request, after a direct online save that names a
+    /// folder, or its refusal). When the folder is gone, this device records what a sync would
+    /// have: the folder deleted (``VaultLogStore/moveLocalCopies(userId:outOf:)``: the record
+    /// later saves read, the kept folders, its local items moved to no folder, in one write
+    /// transaction). False when the list cannot be read (the save then stands as answered).
+    func folderGoneOnServer(_ folderId: String) async throws -> Bool {
+        guard let folders = server as? any FolderServer else { return false }
+        let listed: [ServerFolder]
+        do {
+            listed = try await folders.listFolders()
+        } catch {
+            logger.info("could not list the folders to check a save's folder", metadata: ["folder": "\(folderId)", "error": "\(error)"])
+            return false
+        }
+        guard !listed.contains(where: { $0.id == folderId }) else { return false }
+        logger.info("the save's folder was deleted by another device; the item goes to no folder", metadata: ["folder": "\(folderId)"])
+        _ = try await store.moveLocalCopies(userId: userId, outOf: [folderId])
+        return true
+    }
+
     /// A folder call made on the server when nothing of the user's folders is pending (pending
     /// folder operations go first, in order, through the resolver): `online`'s value, or nil when
     /// the call is to be saved offline instead (no folder routes, something pending, or a failure

@@ -140,8 +140,8 @@ public final class VaultRepository: Sendable {
         do {
             created = try await server.createCipher(encrypted)
         } catch where Self.isRejection(error) {
-            // Vaultwarden refuses a folder that is gone: deleted here meanwhile, it is saved in no folder.
-            guard try folderDeletedMeanwhile(encrypted.folderId) else { throw error }
+            // Vaultwarden refuses a folder that is gone (deleted here or elsewhere): saved in no folder.
+            guard try await folderDeletedMeanwhile(encrypted.folderId) else { throw error }
             return try await addCipher(view)
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
@@ -221,7 +221,7 @@ public final class VaultRepository: Sendable {
         do {
             updated = try await server.updateCipher(encrypted, lastKnownRevisionDate: encrypted.revisionDate)
         } catch where Self.isRejection(error) {
-            guard try folderDeletedMeanwhile(encrypted.folderId) else { throw error }
+            guard try await folderDeletedMeanwhile(encrypted.folderId) else { throw error }
             return try await updateCipher(original)
         } catch {
             guard offlineAllowed, !isOrgCipher else { throw error }
@@ -347,10 +347,15 @@ public final class VaultRepository: Sendable {
 
     /// A direct online save's end: stores `saved` (the server's answer) and returns the item as
     /// the server now has it. When the answer names a folder deleted on this device meanwhile (a
-    /// ``deleteFolder(id:)`` beside the save, whose request reached the server first), the item
-    /// is sent again in no folder; if that cannot be sent, the move is saved offline for the
+    /// ``deleteFolder(id:)`` beside the save, whose request reached the server first), or one the
+    /// server no longer lists (another device deleted it before the save arrived: one folder
+    /// list asked, ``folderGoneOnServer(_:)``), the item is sent again in no folder; if that cannot be sent, the move is saved offline for the
     /// resolver, so the server never keeps the item in a folder that is gone.
     func finishOnlineSave(cipherId: String, _ saved: Cipher, also: [LocalChange] = []) async throws -> SaveResult {
+        // Another device may have deleted the folder before the save arrived (Bitwarden keeps the id).
+        if let folderId = saved.folderId, try !store.isFolderDeleted(userId: userId, folderId: folderId) {
+            _ = try await folderGoneOnServer(folderId)
+        }
         guard let moved = try await applyOnlineResult(cipherId: cipherId, localChanges: [.upsert(saved)] + also),
               let id = moved.id else { return .online(saved) }
         logger.info("the item's folder was deleted during the save; sending it again in no folder", metadata: ["cipher": "\(id)"])
@@ -365,13 +370,6 @@ public final class VaultRepository: Sendable {
             let sequence = try await appendOperation(.updated, moved, id: id, base: base, local: [.upsert(moved)])
             return .savedOffline(moved, sequence: sequence)
         }
-    }
-
-    /// Whether the folder a refused save sent was deleted on this device since (Vaultwarden
-    /// refuses a folder that is gone): then the save is made again, and goes to no folder.
-    func folderDeletedMeanwhile(_ folderId: String?) throws -> Bool {
-        guard let folderId else { return false }
-        return try store.isFolderDeleted(userId: userId, folderId: folderId)
     }
 
     /// `folderId`, or nil when that folder was deleted on this device (a screen opened before

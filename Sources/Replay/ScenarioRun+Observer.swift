@@ -41,9 +41,21 @@ extension Run {
             do { return .success(try await user.onOtherDevice { try await $0.getCipher(id: id) }) } catch { return .failure(error) }
         }
         switch read {
-        case .success(let copy): journal[entry].applied = !isDelete && copy.revisionDate != before
+        case .success(let copy):
+            journal[entry].applied = !isDelete && copy.revisionDate != before
+            if journal[entry].applied == true, let after = copy.revisionDate, let before {
+                journal[entry].newRevision = outlastsStaleCheck(before: before, after: after)
+            }
         case .failure(let error) where error.serverErrorKind == .notFound: journal[entry].applied = isDelete
         case .failure: break
         }
+    }
+
+    /// Whether a save based on the copy of revision `before` is refused as out of date once the
+    /// item has revision `after`, as the server checks it: Bitwarden tolerates a second either
+    /// way; Vaultwarden truncates the difference to whole seconds and refuses only above one.
+    func outlastsStaleCheck(before: BitwardenDate, after: BitwardenDate) -> Bool {
+        let ticks = after.ticksSince1970 - before.ticksSince1970
+        return scenario.flavor == .vaultwarden ? ticks / BitwardenDate.ticksPerSecond > 1 : abs(ticks) > BitwardenDate.ticksPerSecond
     }
 }

@@ -185,8 +185,17 @@ extension Run {
                !(error is ReplayCrash), !Self.isLockedVault(error), !Self.isNothingToRestore(error) {
                 runViolations.append("invariant 10: step \(operation.index + 1): '\(operation.step.do)' of \(operation.step.ref ?? "a new item") made while offline was refused: \(error)")
             }
+            if saves.contains(operation.step.do), Self.isFolderRefusal(error) {
+                runViolations.append("invariant 17: step \(operation.index + 1): '\(operation.step.do)' of \(operation.step.ref ?? "a new item") was refused for its folder: \(error)")
+            }
             throw error
         }
+    }
+
+    /// The server refused a save for the folder it named (Vaultwarden's 400 "Invalid folder": the
+    /// folder is gone). The library knows the folders it may send; a save is never lost to one.
+    static func isFolderRefusal(_ error: any Error) -> Bool {
+        error.serverErrorKind != .unavailable && "\(error)".contains("Invalid folder")
     }
 
     static func isLockedVault(_ error: any Error) -> Bool {

@@ -148,7 +148,7 @@ extension Run {
             }
             journal[entry].applied = true
             if let after = answer.revisionDate, let before = current.revisionDate {
-                journal[entry].newRevision = abs(after.ticksSince1970 - before.ticksSince1970) > BitwardenDate.ticksPerSecond
+                journal[entry].newRevision = outlastsStaleCheck(before: before, after: after)
             }
         case .anotherDeviceDelete:
             let (user, id) = try currentId(try ref(step, index), step: index)

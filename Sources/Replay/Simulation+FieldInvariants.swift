@@ -96,9 +96,9 @@ extension Simulation {
     /// password history, or a backup or overflow copy), unless a later save of the user or a
     /// later change of another device set the field again, or the item was deleted or trashed
     /// later. (The resolver never drops a field either side changed: a merge keeps both sides'
-    /// parts, the matrix backs up the losing side.) Edits whose revision is within a second of the
-    /// copy they replaced (the simulated clock had not moved) are not followed: a server's
-    /// out-of-date check lets a save based on that copy through.
+    /// parts, the matrix backs up the losing side.) Edits whose revision is within a server's
+    /// out-of-date tolerance of the copy they replaced (a second; under two on Vaultwarden, which
+    /// truncates to whole seconds) are not followed: the check lets a save based on that copy through.
     static func otherDeviceFieldViolations(journal: [ScenarioJournalEntry], server: [String: [ScenarioItemExpectation]]) -> [String] {
         var violations: [String] = []
         forEachItem(journal: journal, server: server) { ref, entries, name, copies in

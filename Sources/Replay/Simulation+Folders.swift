@@ -32,8 +32,10 @@ extension Simulation {
             create.item = ScenarioItem(name: "folder \(folder)")
             episode.append(create)
             let mine = refs.filter { $0.user == user }
+            var moved: [String] = []
             for _ in 0..<(mine.isEmpty ? 0 : 1 + Int(rng.next() % 2)) {
                 let item = mine[Int(rng.next() % UInt64(mine.count))]
+                moved.append(item.ref)
                 episode.append(ScenarioStep(.update, user: user, ref: item.ref, item: ScenarioItem(folder: folder), optional: true))
             }
             // Online and synced: the folder is on the server (mapped) before another device acts on it.
@@ -46,12 +48,17 @@ extension Simulation {
                 episode.append(rename)
             case 1:
                 episode.append(ScenarioStep(.anotherDeviceFolderDelete, user: user, ref: folder, optional: true))
+                if let item = moved.last, chance(50) {
+                    // Not heard of yet (no sync): an online save from the local copy, which
+                    // still names the folder, sends an id the server no longer has (Bitwarden
+                    // stores it, Vaultwarden refuses the save; invariants 15 and 17).
+                    episode.append(ScenarioStep(.update, user: user, ref: item, item: ScenarioItem(notes: "saved after \(folder) was deleted elsewhere"),
+                                                optional: true))
+                }
             default:
                 break
             }
-            // The device hears of it at once (the servers push a folder change to online
-            // clients), as a sync: an online save from a copy that still names a folder deleted
-            // elsewhere is the server's to take (Bitwarden stores the id), not an offline change.
+            // Then the device hears of it (the servers push a folder change to online clients).
             episode.append(ScenarioStep(.sync, user: user, optional: true))
             let offlineLater = chance(50)
             if offlineLater { episode.append(ScenarioStep(.offline)) }

@@ -33,7 +33,8 @@ extension Simulation {
     ///
     /// and those of ``fieldAndDeleteViolations(journal:server:)`` (3, second half, 9 and 12), plus
     /// what the run saw itself (``ScenarioOutcome/runViolations``: 10, an offline save refused;
-    /// 11, a pending-count stream that did not end at the log's count).
+    /// 11, a pending-count stream that did not end at the log's count; 17, a save refused for the
+    /// folder it named).
     public static func check(_ outcome: ScenarioOutcome) -> [String] {
         check(journal: outcome.journal, pending: outcome.actual.pending ?? [:], server: outcome.actual.server ?? [:],
               folders: outcome.actual.folders)

@@ -2,6 +2,7 @@ import ArgumentParser
 import EventLog
 import Foundation
 @_spi(Tools) import OfflineSync
+import VaultCrypto
 
 /// `vaultlog pending DIR [--at SEQ]`: what is waiting to reach the server, now or at any
 /// past sequence.
@@ -12,7 +13,8 @@ struct Pending: ParsableCommand {
         With a key: for each pending item its change type, name, the server revision the first \
         offline edit was based on, how many offline edits changed the password, resolution \
         attempts, the last error, the next retry time, whether it is a dead letter, and the \
-        resolver steps already done; plus the temporary-id map and the last sync abort.
+        resolver steps already done; each folder change waiting (create, rename, delete, with \
+        its name); plus the temporary-id maps of items and folders and the last sync abort.
         Without a key: the pending items and change types from headers alone (what the app \
         knows while the vault is locked), for every user.
         --at SEQ shows the state right after event SEQ (time travel).
@@ -107,6 +109,10 @@ struct PendingReport: Encodable {
         var lastSyncAbort: SyncAbort?
         /// Items with an event that cannot be read (key only): cipher id → which event, why.
         var quarantined: [String: String]?
+        /// Folder changes waiting for the server (key only), by folder id.
+        var pendingFolders: [Folder]?
+        /// A folder created offline: temporary id → server id (key only).
+        var folderIdMap: [String: String]?
 
         init(userId: String, pendingCount: Int, pending: [Item], idMap: [String: String]?, lastSyncAbort: SyncAbort?) {
             self.userId = userId
@@ -125,7 +131,25 @@ struct PendingReport: Encodable {
                 SyncAbort(at: $0.at.text, pendingCount: $0.pendingCount, reason: $0.reason)
             }
             quarantined = projection.quarantined
+            pendingFolders = (projection.folders ?? [:]).values.sorted { $0.folderId < $1.folderId }.map { folder in
+                Folder(folderId: folder.folderId, change: folder.change.rawValue,
+                       name: folder.name.flatMap { try? EncString($0).decryptString(key: key.userKey) },
+                       updatedAt: folder.updatedAt.text, serverId: folder.mappedServerId,
+                       steps: folder.steps.map { "\($0.type) (seq \($0.sequence))" })
+            }
+            folderIdMap = projection.folderIdMap
         }
+    }
+
+    /// A folder change waiting for the server: create, rename or delete, the name it will have.
+    struct Folder: Encodable {
+        var folderId: String
+        var change: String
+        var name: String?
+        var updatedAt: String
+        /// The server id an earlier attempt created the folder under.
+        var serverId: String?
+        var steps: [String]
     }
 
     struct SyncAbort: Encodable {
@@ -179,7 +203,9 @@ struct PendingReport: Encodable {
     func printText() {
         for (index, user) in users.enumerated() {
             if index > 0 { Console.out("") }
-            Console.out("user \(user.userId): \(user.pendingCount) pending as of seq \(atSequence)"
+            let folders = user.pendingFolders?.count ?? 0
+            Console.out("user \(user.userId): \(user.pendingCount) pending"
+                        + (folders > 0 ? " and \(folders) folder change\(folders == 1 ? "" : "s")" : "") + " as of seq \(atSequence)"
                         + (decrypted ? "" : " (from headers; details need a key)"))
             for item in user.pending {
                 Console.out("  \(item.cipherId)  \(item.changeType)" + (item.item.map { "  \($0.text)" } ?? ""))
@@ -212,6 +238,15 @@ struct PendingReport: Encodable {
             if let quarantined = user.quarantined, !quarantined.isEmpty {
                 Console.out("  QUARANTINED (an event cannot be read; the item is not resolved; run 'vaultlog verify'):")
                 for (id, reason) in quarantined.sorted(by: { $0.key < $1.key }) { Console.out("    \(id): \(reason)") }
+            }
+            for folder in user.pendingFolders ?? [] {
+                Console.out("  folder \(folder.folderId)  \(folder.change)" + (folder.name.map { "  \"\($0)\"" } ?? "")
+                            + "  (edited \(Format.time(bitwardenText: folder.updatedAt)))")
+                if !folder.steps.isEmpty { Console.out("      steps done: \(folder.steps.joined(separator: ", "))") }
+            }
+            if let idMap = user.folderIdMap, !idMap.isEmpty {
+                Console.out("  folder id map (temporary → server):")
+                for (temp, server) in idMap.sorted(by: { $0.key < $1.key }) { Console.out("    \(temp) → \(server)") }
             }
             if let idMap = user.idMap, !idMap.isEmpty {
                 Console.out("  id map (temporary → server):")

@@ -84,6 +84,36 @@ import VaultLogTestSupport
         #expect(try h.pendingCount() == 0)
     }
 
+    /// Another device deleted the folder and this one has not synced since: an online save from
+    /// the local copy, which still names the folder, and a create into it end in no folder on
+    /// the server and locally (Bitwarden stored the gone id, Vaultwarden refused the save), and
+    /// the folder is no longer listed on the device.
+    @Test(arguments: EmulatorFlavor.allCases)
+    func saveIntoAFolderAnotherDeviceDeleted_endsInNoFolder(flavor: EmulatorFlavor) async throws {
+        let h = try await H.make(flavor: flavor)
+        defer { Task { await h.stop() } }
+        let (folderId, shown) = try await Self.itemInFolder(h)
+        _ = try await h.syncService().fetchSync(userId: h.userId)
+        #expect(try h.store.localFolders(userId: h.userId).map(\.id) == [folderId])
+        try await h.client.deleteFolder(id: folderId)   // another device, straight to the server
+        var stale = shown
+        stale.notes = "saved before hearing of the delete"
+        let saved = try await h.repository().updateCipher(stale)
+        var other = H.login("New", password: "pw-2")
+        other.folderId = folderId
+        let created = try await h.repository().addCipher(other)
+
+        #expect(!saved.isOffline && !created.isOffline)
+        for name in ["Bank", "New"] {
+            let item = try #require(try h.serverItems(named: name).first)
+            #expect(item.folderId == nil, "\(name): the server keeps the item in a folder it does not have")
+            #expect(try h.store.localCipher(userId: h.userId, id: item.id ?? "")?.folderId == nil, "\(name): the local copy")
+        }
+        #expect(try h.serverItems(named: "Bank").first?.notes == "saved before hearing of the delete")
+        #expect(try h.store.localFolders(userId: h.userId).isEmpty)
+        #expect(try h.pendingCount() == 0)
+    }
+
     /// A screen opened before the folder was deleted saves with the folder's id: it is sent in no folder.
     @Test func saveFromAScreenOpenedBeforeTheDelete_isSentInNoFolder() async throws {
         let h = try await H.make()
