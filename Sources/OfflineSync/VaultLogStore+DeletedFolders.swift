@@ -10,11 +10,12 @@ extension VaultLogStore {
         userPrefix(userId) + Array(folderId.utf8)
     }
 
-    /// Records that the folders `folderIds` are deleted on this device, inside `txn`. Written
-    /// before an online delete is sent and with every delete that moves local copies, so that a
-    /// save running beside the delete (in this process or another) sees it when it stores the
-    /// server's answer (``applyOnlineResult(_:userId:)``). Folder ids are never reused, so the
-    /// record stays true; a logout removes the user's records.
+    /// Records that the folders `folderIds` are deleted (on this device, or found gone from the
+    /// server's list after a save named one), inside `txn`. Written before an online delete is
+    /// sent and with every delete that moves local copies, so that a save running beside the
+    /// delete (in this process or another) sees it when it stores the server's answer
+    /// (``applyOnlineResult(_:userId:)``). Folder ids are never reused, so the record stays
+    /// true; a logout removes the user's records.
     func markFoldersDeleted(userId: String, _ folderIds: Set<String>, in txn: LogTransaction) throws {
         guard let deletedFolders else { return }
         for id in folderIds { try txn.put(deletedFolders, key: Self.folderKey(userId, id), value: [1]) }

@@ -349,8 +349,9 @@ public final class VaultRepository: Sendable {
     /// the server now has it. When the answer names a folder deleted on this device meanwhile (a
     /// ``deleteFolder(id:)`` beside the save, whose request reached the server first), or one the
     /// server no longer lists (another device deleted it before the save arrived: one folder
-    /// list asked, ``folderGoneOnServer(_:)``), the item is sent again in no folder; if that cannot be sent, the move is saved offline for the
-    /// resolver, so the server never keeps the item in a folder that is gone.
+    /// list asked, ``folderGoneOnServer(_:)``), the item is sent again in no folder; if that
+    /// cannot be sent, the move is saved offline for the resolver, so the server never keeps the
+    /// item in a folder that is gone.
     func finishOnlineSave(cipherId: String, _ saved: Cipher, also: [LocalChange] = []) async throws -> SaveResult {
         // Another device may have deleted the folder before the save arrived (Bitwarden keeps the id).
         if let folderId = saved.folderId, try !store.isFolderDeleted(userId: userId, folderId: folderId) {
