@@ -32,8 +32,12 @@ extension OfflineSyncResolver {
         // A server copy that differs from one already backed up only in what a backup does not
         // compare (another device added an attachment, say) is not backed up twice: that backup
         // is the copy, and the attachments are added to it.
-        if let earlier = try recordedBackup(item, of: side, holding: view, run: run) { return earlier }
-        if side == .local, let earlier = try await adoptEarlierLocalBackup(&item, holding: view, run: run) { return earlier }
+        if let earlier = try recordedBackup(item, of: side, holding: view, run: run) {
+            return try await movedToFolder(of: source, earlier, run: run)
+        }
+        if side == .local, let earlier = try await adoptEarlierLocalBackup(&item, holding: view, run: run) {
+            return try await movedToFolder(of: source, earlier, run: run)
+        }
         let backup = view.backupCopy(named: BackupName.conflict(view.name, at: timestamp), random: store.dependencies.random)
         let created = try await createOnce(&item, purpose: .backup, payload: try backup.encrypt(userKey: run.userKey, random: store.dependencies.random),
                                            side: side, sourceRevision: sourceRevision, sourceSequence: sourceSequence, run: run)
@@ -44,6 +48,26 @@ extension OfflineSyncResolver {
             cipher: stored, purpose: .backup, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)
         item.report.backupIds.append(created.id ?? "")
         return created
+    }
+
+    /// An earlier backup of the same content as `source`, in the folder `source` is in: a
+    /// version that differs from the one backed up only by a folder move (made in the trash,
+    /// say) is not backed up twice, but its folder is the user's latest choice and must not be
+    /// lost. The backup's server copy is read and sent again with only its folder changed (what
+    /// another device did to the backup stays); a backup no longer on the server is left as it is.
+    private func movedToFolder(of source: Cipher, _ backup: Cipher, run: RunContext) async throws -> Cipher {
+        var folderId = run.folders.sendable(source.folderId)
+        if let id = folderId, try store.isFolderDeleted(userId: run.userId, folderId: id) { folderId = nil }
+        guard backup.folderId != folderId, let id = backup.id else { return backup }
+        var current: Cipher
+        do {
+            current = try await server.getCipher(id: id)
+        } catch where error.serverErrorKind == .notFound {
+            return backup
+        }
+        guard current.folderId != folderId else { return current }
+        current.folderId = folderId
+        return try await sendUpdate(current, lastKnownRevisionDate: current.revisionDate, run: run)
     }
 
     /// Copies planned for an earlier version whose POST may have reached the server (the

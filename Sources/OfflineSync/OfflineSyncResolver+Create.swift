@@ -29,6 +29,7 @@ extension OfflineSyncResolver {
     /// holds the latest version, else pushes the later edits as an update.
     func adoptCreated(_ item: inout Item, _ created: Cipher, purpose: CreatePurpose, run: RunContext) async throws -> ItemReport.Outcome {
         guard let serverId = created.id else { throw ServerFailure(.unavailable, "the server answered a create without an id") }
+        run.folders.sent.note(created)
         item.report.serverId = serverId
         let mappedType: VaultEventType = purpose == .recreate ? .recreated : .idMapped
         let mapped = OutcomeBody(at: now, serverId: serverId, revisionDate: created.revisionDate, reason: purpose.description)

@@ -16,6 +16,8 @@ struct FolderContext: Sendable {
     var serverFolderIds: Set<String>? = nil
     /// What the folder pass did with each pending folder change.
     var reports: [FolderReport] = []
+    /// The items the item pass sent into a folder, checked again after it (``OfflineSyncResolver/recheckFolders(_:)``).
+    let sent = FoldersSent()
 
     /// `cipher` with its folder as it is sent (``sendable(_:)``).
     func asSent(_ cipher: Cipher) -> Cipher {
@@ -200,6 +202,14 @@ extension OfflineSyncResolver {
 }
 
 extension OfflineSyncResolver {
+    /// Whether a refused push's folder is gone: deleted on this device, or no longer listed by
+    /// the server (another device deleted it while the run went on; recorded as gone here).
+    func isFolderGone(_ folderId: String, run: RunContext) async throws -> Bool {
+        if try store.isFolderDeleted(userId: run.userId, folderId: folderId) { return true }
+        guard let folders = server as? any FolderServer else { return false }
+        return try await store.recordIfFolderGone(folderId, userId: run.userId, listing: folders)
+    }
+
     /// The PUT of an item's version, with its folder checked against the folders deleted on this
     /// device (``VaultLogStore/markFoldersDeleted(userId:_:in:)``): a deleted one is not sent.
     /// An online folder delete from another screen can run beside the run, after its folder pass
@@ -213,10 +223,11 @@ extension OfflineSyncResolver {
         do {
             updated = try await server.updateCipher(payload, lastKnownRevisionDate: lastKnownRevisionDate)
         } catch where error.serverErrorKind == .notFound {
-            guard let folderId = payload.folderId, try store.isFolderDeleted(userId: run.userId, folderId: folderId) else { throw error }
+            guard let folderId = payload.folderId, try await isFolderGone(folderId, run: run) else { throw error }
             payload.folderId = nil
             return try await server.updateCipher(payload, lastKnownRevisionDate: lastKnownRevisionDate)
         }
+        run.folders.sent.note(updated)
         guard let folderId = updated.folderId, try store.isFolderDeleted(userId: run.userId, folderId: folderId) else { return updated }
         logger.info("the item's folder was deleted during the push; sending it again in no folder", metadata: ["cipher": "\(updated.id ?? "?")"])
         var moved = updated

@@ -111,6 +111,7 @@ public final class OfflineSyncResolver: Sendable {
                 startNext()
             }
         }
+        try await recheckFolders(run)
         return (ResolutionReport(items: reports.compactMap { $0 }, folders: run.folders.reports), projection.lastSequence)
     }
 
@@ -158,7 +159,9 @@ public final class OfflineSyncResolver: Sendable {
         // with no failure recorded (a sync will try again).
         let run = RunContext(userId: userId, userKey: try store.userKey(userId: userId), index: ServerIndex(server: server),
                              recordsUnreachable: false, folders: try await resolveFolders(projection, userId: userId, due: [change]))
-        return try await resolveItem(change, run: run)
+        let report = try await resolveItem(change, run: run)
+        try await recheckFolders(run)
+        return report
     }
 
     /// Puts dead-lettered (or backing-off) items back into automatic retries: appends

@@ -35,6 +35,27 @@ extension VaultLogStore {
         }
     }
 
+    /// Whether `folders` (the server) no longer lists `folderId`: another device deleted it and
+    /// this device has not heard of it, so a save that names it sent an id the server does not
+    /// have (Bitwarden stores it as given, Vaultwarden refuses the save). One folder list read.
+    /// When the folder is gone, this device records what a sync would have, in one write
+    /// transaction (``moveLocalCopies(userId:outOf:)``: the deleted-folder record later saves
+    /// read, the kept folders, its local items moved to no folder). False when the list cannot
+    /// be read.
+    func recordIfFolderGone(_ folderId: String, userId: String, listing folders: any FolderServer) async throws -> Bool {
+        let listed: [ServerFolder]
+        do {
+            listed = try await folders.listFolders()
+        } catch {
+            logger.info("could not list the folders to check a save's folder", metadata: ["folder": "\(folderId)", "error": "\(error)"])
+            return false
+        }
+        guard !listed.contains(where: { $0.id == folderId }) else { return false }
+        logger.info("the save's folder was deleted by another device; the item goes to no folder", metadata: ["folder": "\(folderId)"])
+        _ = try await moveLocalCopies(userId: userId, outOf: [folderId])
+        return true
+    }
+
     /// Whether `folderId` was deleted on this device (``markFoldersDeleted(userId:_:in:)``).
     func isFolderDeleted(userId: String, folderId: String) throws -> Bool {
         guard let deletedFolders else { return false }

@@ -108,27 +108,13 @@ extension VaultRepository {
         return try await folderGoneOnServer(folderId)
     }
 
-    /// Whether the server no longer lists the folder `folderId`: another device deleted it and
-    /// this device has not synced since, so a save from a copy that still names it sent an id
-    /// the server does not have (Bitwarden stores it as given, Vaultwarden refuses the save).
-    /// Asks the server's folder list (one request, after a direct online save that names a
-    /// folder, or its refusal). When the folder is gone, this device records what a sync would
-    /// have: the folder deleted (``VaultLogStore/moveLocalCopies(userId:outOf:)``: the record
-    /// later saves read, the kept folders, its local items moved to no folder, in one write
-    /// transaction). False when the list cannot be read (the save then stands as answered).
+    /// Whether the server no longer lists the folder `folderId` (another device deleted it and
+    /// this device has not synced since), asked after a direct online save that names a folder,
+    /// or its refusal; a gone folder is recorded as a sync would
+    /// (``VaultLogStore/recordIfFolderGone(_:userId:listing:)``).
     func folderGoneOnServer(_ folderId: String) async throws -> Bool {
         guard let folders = server as? any FolderServer else { return false }
-        let listed: [ServerFolder]
-        do {
-            listed = try await folders.listFolders()
-        } catch {
-            logger.info("could not list the folders to check a save's folder", metadata: ["folder": "\(folderId)", "error": "\(error)"])
-            return false
-        }
-        guard !listed.contains(where: { $0.id == folderId }) else { return false }
-        logger.info("the save's folder was deleted by another device; the item goes to no folder", metadata: ["folder": "\(folderId)"])
-        _ = try await store.moveLocalCopies(userId: userId, outOf: [folderId])
-        return true
+        return try await store.recordIfFolderGone(folderId, userId: userId, listing: folders)
     }
 
     /// A folder call made on the server when nothing of the user's folders is pending (pending

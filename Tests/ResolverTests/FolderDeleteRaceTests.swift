@@ -114,6 +114,35 @@ import VaultLogTestSupport
         #expect(try h.pendingCount() == 0)
     }
 
+    /// Another device deletes the item's folder while a run goes on, after the run listed the
+    /// folders and before the item's push: the item ends in no folder on the server and locally,
+    /// nothing pending (Bitwarden stored the gone id: sent again after the pass; Vaultwarden
+    /// refused the push: sent again in no folder at once).
+    @Test(arguments: EmulatorFlavor.allCases)
+    func resolverPushAfterAnotherDevicesFolderDelete_endsInNoFolder(flavor: EmulatorFlavor) async throws {
+        let h = try await H.make(flavor: flavor)
+        defer { Task { await h.stop() } }
+        let (folderId, shown) = try await Self.itemInFolder(h)
+        var edited = shown
+        h.goOffline()
+        edited.notes = "typed offline"
+        #expect(try await h.repository().updateCipher(edited).isOffline)
+        h.goOnline()
+        let first = Mutex(true)
+        let anotherDevice = h.client
+        let late = FolderRoutes(EffectHookServer(h.client, beforeUpdate: { _ in
+            guard first.withLock({ let was = $0; $0 = false; return was }) else { return }
+            try await anotherDevice.deleteFolder(id: folderId)
+        }, afterEffect: { _ in }), folders: h.client)
+        _ = try await h.resolver(server: late).processPendingChanges(userId: h.userId)
+        let item = try #require(try h.serverItems(named: "Bank").first)
+        #expect(item.folderId == nil, "the server keeps the item in a folder it does not have")
+        #expect(item.notes == "typed offline")
+        #expect(try h.store.localCipher(userId: h.userId, id: item.id ?? "")?.folderId == nil)
+        #expect(try h.pendingCount() == 0)
+        #expect(try h.store.localFolders(userId: h.userId).isEmpty)
+    }
+
     /// A screen opened before the folder was deleted saves with the folder's id: it is sent in no folder.
     @Test func saveFromAScreenOpenedBeforeTheDelete_isSentInNoFolder() async throws {
         let h = try await H.make()
@@ -133,4 +162,41 @@ import VaultLogTestSupport
         try h.store.logout(userId: h.userId)
         #expect(try h.store.isFolderDeleted(userId: h.userId, folderId: folderId) == false, "a logout removes the user's records")
     }
+}
+
+/// `base` with the folder routes of `folders`: a server port the resolver lists folders through.
+struct FolderRoutes: CipherServer, FolderServer {
+    let base: EffectHookServer
+    let folders: any FolderServer
+
+    init(_ base: EffectHookServer, folders: any FolderServer) {
+        self.base = base
+        self.folders = folders
+    }
+
+    func getCipher(id: String) async throws -> Cipher { try await base.getCipher(id: id) }
+    func createCipher(_ cipher: Cipher) async throws -> Cipher { try await base.createCipher(cipher) }
+    func updateCipher(_ cipher: Cipher, lastKnownRevisionDate: BitwardenDate?) async throws -> Cipher {
+        try await base.updateCipher(cipher, lastKnownRevisionDate: lastKnownRevisionDate)
+    }
+    func softDeleteCipher(id: String) async throws { try await base.softDeleteCipher(id: id) }
+    func deleteCipher(id: String) async throws { try await base.deleteCipher(id: id) }
+    func restoreCipher(id: String) async throws -> Cipher { try await base.restoreCipher(id: id) }
+    func sync() async throws -> SyncSnapshot { try await base.sync() }
+    func accountRevisionDate() async throws -> Date? { try await base.accountRevisionDate() }
+    func downloadAttachment(cipherId: String, attachmentId: String) async throws -> [UInt8] {
+        try await base.downloadAttachment(cipherId: cipherId, attachmentId: attachmentId)
+    }
+    func createAttachment(cipherId: String, fileName: EncString, key: EncString, encryptedData: [UInt8]) async throws -> Cipher {
+        try await base.createAttachment(cipherId: cipherId, fileName: fileName, key: key, encryptedData: encryptedData)
+    }
+    func deleteAttachment(cipherId: String, attachmentId: String) async throws {
+        try await base.deleteAttachment(cipherId: cipherId, attachmentId: attachmentId)
+    }
+    func listFolders() async throws -> [ServerFolder] { try await folders.listFolders() }
+    func createFolder(encryptedName: EncString) async throws -> ServerFolder { try await folders.createFolder(encryptedName: encryptedName) }
+    func renameFolder(id: String, encryptedName: EncString) async throws -> ServerFolder {
+        try await folders.renameFolder(id: id, encryptedName: encryptedName)
+    }
+    func deleteFolder(id: String) async throws { try await folders.deleteFolder(id: id) }
 }
