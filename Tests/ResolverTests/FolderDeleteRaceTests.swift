@@ -58,30 +58,38 @@ import VaultLogTestSupport
         #expect(h.emulator.folders(userId: h.userId).isEmpty)
     }
 
-    /// The resolver's push of a pending edit, sent after another screen deleted the item's folder
-    /// online (the run listed the folders before): the item ends in no folder.
-    @Test(arguments: EmulatorFlavor.allCases)
-    func resolverPushSentAfterAnOnlineFolderDelete_endsInNoFolder(flavor: EmulatorFlavor) async throws {
-        let h = try await H.make(flavor: flavor)
-        defer { Task { await h.stop() } }
-        let (folderId, shown) = try await Self.itemInFolder(h)
+    /// "Bank" in a folder, edited offline ("typed offline"), then a run whose first push waits
+    /// until `beforeFirstPush` (given the folder's id) is done, through `wrap` of the hooked
+    /// server: the item must end in no folder on the server and locally, pushed, nothing pending.
+    static func pushAfterFolderDelete(_ h: H, wrap: (EffectHookServer) -> any CipherServer = { $0 },
+                                      beforeFirstPush: @escaping @Sendable (String) async throws -> Void) async throws {
+        let (folderId, shown) = try await itemInFolder(h)
         var edited = shown
         h.goOffline()
         edited.notes = "typed offline"
         #expect(try await h.repository().updateCipher(edited).isOffline)
         h.goOnline()
         let first = Mutex(true)
-        let other = h.repository()
         let late = EffectHookServer(h.client, beforeUpdate: { _ in
             guard first.withLock({ let was = $0; $0 = false; return was }) else { return }
-            try await other.deleteFolder(id: folderId)
+            try await beforeFirstPush(folderId)
         }, afterEffect: { _ in })
-        _ = try await h.resolver(server: late).processPendingChanges(userId: h.userId)
+        _ = try await h.resolver(server: wrap(late)).processPendingChanges(userId: h.userId)
         let item = try #require(try h.serverItems(named: "Bank").first)
-        #expect(item.folderId == nil, "the server keeps the item in a deleted folder")
+        #expect(item.folderId == nil, "the server keeps the item in a folder that is gone")
         #expect(item.notes == "typed offline")
         #expect(try h.store.localCipher(userId: h.userId, id: item.id ?? "")?.folderId == nil)
         #expect(try h.pendingCount() == 0)
+    }
+
+    /// The resolver's push of a pending edit, sent after another screen deleted the item's folder
+    /// online (the run listed the folders before): the item ends in no folder.
+    @Test(arguments: EmulatorFlavor.allCases)
+    func resolverPushSentAfterAnOnlineFolderDelete_endsInNoFolder(flavor: EmulatorFlavor) async throws {
+        let h = try await H.make(flavor: flavor)
+        defer { Task { await h.stop() } }
+        let other = h.repository()
+        try await Self.pushAfterFolderDelete(h) { folderId in try await other.deleteFolder(id: folderId) }
     }
 
     /// Another device deleted the folder and this one has not synced since: an online save from
@@ -122,24 +130,10 @@ import VaultLogTestSupport
     func resolverPushAfterAnotherDevicesFolderDelete_endsInNoFolder(flavor: EmulatorFlavor) async throws {
         let h = try await H.make(flavor: flavor)
         defer { Task { await h.stop() } }
-        let (folderId, shown) = try await Self.itemInFolder(h)
-        var edited = shown
-        h.goOffline()
-        edited.notes = "typed offline"
-        #expect(try await h.repository().updateCipher(edited).isOffline)
-        h.goOnline()
-        let first = Mutex(true)
         let anotherDevice = h.client
-        let late = FolderRoutes(EffectHookServer(h.client, beforeUpdate: { _ in
-            guard first.withLock({ let was = $0; $0 = false; return was }) else { return }
+        try await Self.pushAfterFolderDelete(h, wrap: { FolderRoutes($0, folders: anotherDevice) }) { folderId in
             try await anotherDevice.deleteFolder(id: folderId)
-        }, afterEffect: { _ in }), folders: h.client)
-        _ = try await h.resolver(server: late).processPendingChanges(userId: h.userId)
-        let item = try #require(try h.serverItems(named: "Bank").first)
-        #expect(item.folderId == nil, "the server keeps the item in a folder it does not have")
-        #expect(item.notes == "typed offline")
-        #expect(try h.store.localCipher(userId: h.userId, id: item.id ?? "")?.folderId == nil)
-        #expect(try h.pendingCount() == 0)
+        }
         #expect(try h.store.localFolders(userId: h.userId).isEmpty)
     }
 
