@@ -56,8 +56,7 @@ extension OfflineSyncResolver {
     /// lost. The backup's server copy is read and sent again with only its folder changed (what
     /// another device did to the backup stays); a backup no longer on the server is left as it is.
     private func movedToFolder(of source: Cipher, _ backup: Cipher, run: RunContext) async throws -> Cipher {
-        var folderId = run.folders.sendable(source.folderId)
-        if let id = folderId, try store.isFolderDeleted(userId: run.userId, folderId: id) { folderId = nil }
+        let folderId = try folderToSend(source.folderId, run: run)
         guard backup.folderId != folderId, let id = backup.id else { return backup }
         var current: Cipher
         do {
@@ -133,8 +132,7 @@ extension OfflineSyncResolver {
         if !plans.isEmpty, let found = try await run.index.find(plans) { return found }
         var toSend = payload
         toSend.id = nil
-        toSend.folderId = run.folders.sendable(toSend.folderId)
-        if let folderId = toSend.folderId, try store.isFolderDeleted(userId: run.userId, folderId: folderId) { toSend.folderId = nil }
+        toSend.folderId = try folderToSend(toSend.folderId, run: run)
         try await record(&item, .createPlanned, OutcomeBody(
             at: now, backupOf: side, marker: toSend.name?.serialized, reason: "about to create (\(purpose))",
             cipher: toSend, purpose: purpose, sourceRevisionDate: sourceRevision, sourceSequence: sourceSequence), run: run)

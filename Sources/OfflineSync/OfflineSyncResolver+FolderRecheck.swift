@@ -25,8 +25,8 @@ extension OfflineSyncResolver {
     /// folder, the folders are listed once more; each item whose folder is gone is sent again in
     /// no folder (its local copy too), and the folder is recorded as gone on this device. An item
     /// saved again since its push is left to its next pass, which lists the folders anew. A
-    /// failure here is logged and changes nothing: the item is resolved, and the next direct
-    /// save of it finds the folder gone.
+    /// failed list or re-send is logged and leaves the item as pushed: it is resolved, and the
+    /// next direct save of it finds the folder gone.
     func recheckFolders(_ run: RunContext) async throws {
         let sent = run.folders.sent.all
         guard !sent.isEmpty, let folders = server as? any FolderServer else { return }

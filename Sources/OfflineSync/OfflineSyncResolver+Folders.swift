@@ -202,6 +202,13 @@ extension OfflineSyncResolver {
 }
 
 extension OfflineSyncResolver {
+    /// The folder id a copy the resolver sends carries for `folderId`: the server's id of a
+    /// folder created offline, nil for one the server no longer has or this device deleted.
+    func folderToSend(_ folderId: String?, run: RunContext) throws -> String? {
+        guard let id = run.folders.sendable(folderId), try !store.isFolderDeleted(userId: run.userId, folderId: id) else { return nil }
+        return id
+    }
+
     /// Whether a refused push's folder is gone: deleted on this device, or no longer listed by
     /// the server (another device deleted it while the run went on; recorded as gone here).
     func isFolderGone(_ folderId: String, run: RunContext) async throws -> Bool {
