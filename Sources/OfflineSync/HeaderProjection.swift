@@ -40,7 +40,7 @@ public struct HeaderProjection: Sendable, Equatable {
             if type.marksUncertainCreate, pending[id] == .create { uncertainCreates.insert(id) }
         // Folders are not items: the badge counts items.
         case .syncAborted, .syncApplied, .reportsReviewed, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned,
-             .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+             .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved, .folderChangeDiscarded:
             break
         }
     }

@@ -157,7 +157,7 @@ extension OfflineSyncResolver {
             case .hardDeleted, .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped,
                  .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
                  .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .syncAborted,
-                 .syncApplied, .reportsReviewed, .itemFolderMissing, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+                 .syncApplied, .reportsReviewed, .itemFolderMissing, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved, .folderChangeDiscarded:
                 break
             }
         }

@@ -83,7 +83,7 @@ extension Projection {
                 folderIdMap = map
             }
             all[id]?.steps.append(ResolutionStep(type: type, sequence: sequence, outcome: body))
-        case .folderCreatePlanned, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted:
+        case .folderCreatePlanned, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderChangeDiscarded:
             all[id]?.steps.append(ResolutionStep(type: type, sequence: sequence, outcome: body))
         case .folderResolved:
             all[id] = nil

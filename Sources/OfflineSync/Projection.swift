@@ -45,7 +45,7 @@ public enum PendingChangeType: String, Codable, Sendable, CaseIterable {
              (_, .syncApplied), (_, .reportsReviewed), (_, .attachmentPlanned), (_, .attachmentCopied), (_, .attachmentUnavailable),
              (_, .folderCreated), (_, .folderRenamed), (_, .folderDeleted), (_, .folderCreatePlanned), (_, .folderMapped),
              (_, .folderRenameApplied), (_, .folderDeleteApplied), (_, .folderAlreadyDeleted), (_, .itemFolderMissing),
-             (_, .folderResolved):
+             (_, .folderResolved), (_, .folderChangeDiscarded):
             return existing.map { .pending($0) } ?? .discard
         }
     }
@@ -278,7 +278,7 @@ public struct Projection: Codable, Sendable, Equatable {
                 pending[id]?.steps.append(ResolutionStep(type: event.type, sequence: event.sequence, outcome: outcome))
             case .created, .updated, .softDeleted, .hardDeleted, .restored, .reportsReviewed, .folderCreated, .folderRenamed,
                  .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied,
-                 .folderAlreadyDeleted, .folderResolved:
+                 .folderAlreadyDeleted, .folderResolved, .folderChangeDiscarded:
                 break
             }
         }
@@ -365,7 +365,7 @@ public struct Projection: Codable, Sendable, Equatable {
              .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned,
              .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .syncAborted,
              .syncApplied, .reportsReviewed, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped,
-             .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved:
+             .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved, .folderChangeDiscarded:
             break
         }
         if passwordChanged {

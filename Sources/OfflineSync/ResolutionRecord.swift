@@ -142,7 +142,7 @@ public struct ResolutionRecord: Sendable, Equatable, Identifiable {
             }
         case .created, .updated, .softDeleted, .hardDeleted, .restored, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
              .retryRequested, .createPlanned, .attachmentPlanned, .attachmentCopied, .syncAborted, .syncApplied, .reportsReviewed,
-             .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+             .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved, .folderChangeDiscarded:
             return nil
         }
         let isCopy = event.type == .backupCreated

@@ -87,6 +87,9 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     case itemFolderMissing = 123
     /// Everything pending for this folder is done.
     case folderResolved = 124
+    /// The user discarded the folder's pending change (body's `reason`; a create never sent is
+    /// dropped, a rename or delete is not sent); followed by `folderResolved`.
+    case folderChangeDiscarded = 125
     /// A sync was aborted because changes are still pending (user-level; body has count and reasons).
     case syncAborted = 200
     /// A full sync replaced the local store (user-level).
@@ -118,7 +121,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .pushed, .idMapped, .backupCreated, .serverCopyKept, .recreated, .deleteApplied, .deleteDropped, .cleanedUp,
              .resolutionFailed, .resolved, .clearedAfterOnlineSuccess, .retryRequested, .createPlanned, .changeDiscarded,
              .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable, .folderCreatePlanned, .folderMapped,
-             .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved:
+             .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved, .folderChangeDiscarded:
             .outcome
         case .syncAborted, .syncApplied, .reportsReviewed:
             .userLevel
@@ -134,7 +137,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
     public var isFolderEvent: Bool {
         switch self {
         case .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied,
-             .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+             .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved, .folderChangeDiscarded:
             true
         case .created, .updated, .softDeleted, .hardDeleted, .restored, .pushed, .idMapped, .backupCreated, .serverCopyKept,
              .recreated, .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
@@ -156,7 +159,8 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
              .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
              .retryRequested, .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable,
              .syncAborted, .syncApplied, .reportsReviewed, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned,
-             .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved:
+             .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .itemFolderMissing, .folderResolved,
+             .folderChangeDiscarded:
             false
         }
     }
@@ -197,6 +201,7 @@ public enum VaultEventType: UInt16, Sendable, Codable, CaseIterable, CustomStrin
         case .folderAlreadyDeleted: "folderAlreadyDeleted"
         case .itemFolderMissing: "itemFolderMissing"
         case .folderResolved: "folderResolved"
+        case .folderChangeDiscarded: "folderChangeDiscarded"
         case .syncAborted: "syncAborted"
         case .syncApplied: "syncApplied"
         case .reportsReviewed: "reportsReviewed"

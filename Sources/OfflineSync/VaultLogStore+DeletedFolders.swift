@@ -29,10 +29,13 @@ extension VaultLogStore {
     /// Takes back the record of ``markFoldersDeleted(userId:_:)`` (the server refused the delete:
     /// the folder stays).
     func unmarkFoldersDeleted(userId: String, _ folderIds: Set<String>) async throws {
+        try await log.writeAsync { [self] txn in try unmarkFoldersDeleted(userId: userId, folderIds, in: txn) }
+    }
+
+    /// ``unmarkFoldersDeleted(userId:_:)`` inside `txn` (also a discarded offline delete).
+    func unmarkFoldersDeleted(userId: String, _ folderIds: Set<String>, in txn: LogTransaction) throws {
         guard let deletedFolders else { return }
-        try await log.writeAsync { txn in
-            for id in folderIds { try txn.delete(deletedFolders, key: Self.folderKey(userId, id)) }
-        }
+        for id in folderIds { try txn.delete(deletedFolders, key: Self.folderKey(userId, id)) }
     }
 
     /// Whether `folders` (the server) no longer lists `folderId`: another device deleted it and

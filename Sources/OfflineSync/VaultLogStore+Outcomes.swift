@@ -31,7 +31,7 @@ extension VaultLogStore {
                         localChanges: [LocalChange],
                         alsoInTransaction: (@Sendable (LogTransaction) throws -> Void)? = nil) async throws -> OutcomeAppend {
         let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
-        let finishing = events.map { [.resolved, .clearedAfterOnlineSuccess, .changeDiscarded, .folderResolved].contains($0.type) }
+        let finishing = events.map { [.resolved, .clearedAfterOnlineSuccess, .changeDiscarded, .folderResolved, .folderChangeDiscarded].contains($0.type) }
         let result = try await log.writeAsync { txn -> OutcomeAppend in
             let superseded = try Self.hasOperation(txn.reader, userId: userId, cipherId: cipherId, after: coveredThrough)
             var kept: [NewEvent] = []

@@ -135,7 +135,7 @@ public enum DemoStory {
                 case .restoreApplied: text = "taken out of the server's trash"
                 case .created, .updated, .softDeleted, .hardDeleted, .restored, .resolved, .clearedAfterOnlineSuccess, .retryRequested,
                      .createPlanned, .changeDiscarded, .attachmentPlanned, .attachmentCopied, .attachmentUnavailable,
-                     .syncAborted, .syncApplied, .reportsReviewed, .itemFolderMissing, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+                     .syncAborted, .syncApplied, .reportsReviewed, .itemFolderMissing, .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved, .folderChangeDiscarded:
                     text = nil
                 }
                 if let text { lines.append("    seq \(event.sequence): \(text)") }

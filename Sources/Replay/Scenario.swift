@@ -149,6 +149,7 @@ public struct ScenarioServerItem: Codable, Sendable, Equatable {
 /// | `folderCreate` | `ref`, `item.name` (default "folder {ref}") | the user creates a folder (online, or offline with a temporary id items may name by `folder`) |
 /// | `folderRename` / `folderDelete` | `ref` (`item.name` for a rename) | the user renames / deletes a folder (online or offline) |
 /// | `anotherDeviceFolderRename` / `anotherDeviceFolderDelete` | `ref` (`item.name` for a rename) | another device renames / deletes the folder on the server |
+/// | `folderDiscard` | `ref` | the user discards the folder's pending change (`OfflineSyncResolver.discardPendingFolderChange`) |
 ///
 /// `user` picks the acting user (default: the first); `expectError` (a substring) makes the
 /// step expect a thrown error, e.g. an organization item that is never saved offline;
@@ -223,6 +224,7 @@ public enum ScenarioAction: String, Codable, Sendable, CaseIterable, CustomStrin
     case restore
     case anotherDeviceAttach
     case folderCreate, folderRename, folderDelete, anotherDeviceFolderRename, anotherDeviceFolderDelete
+    case folderDiscard
 
     /// The action's name, as in the file.
     public var description: String { rawValue }

@@ -46,7 +46,7 @@ extension Run {
         case .offline, .online, .advance, .create, .update, .softDelete, .delete, .anotherDevice, .anotherDeviceDelete,
              .anotherDeviceCreate, .createFolder, .lock, .unlock, .sync, .resolve, .retryDeadLetters, .fault, .crash, .compact,
              .concurrently, .atEffect, .openView, .coldStart, .login, .restore, .anotherDeviceAttach, .folderCreate, .folderRename,
-             .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
+             .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete, .folderDiscard:
             throw ReplayError.badStep(index: index, reason: "'\(step.do)' is not a change that keeps the item's fields")
         }
         journal.append(.init(step: index, ref: ref, action: action, content: content(try changed.decrypt(userKey: user.userKey)),

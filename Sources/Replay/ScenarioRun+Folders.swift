@@ -8,7 +8,8 @@ extension Run {
     // MARK: Folders
 
     /// `folderCreate`, `folderRename`, `folderDelete` (the user, through the repository: online
-    /// or offline) and `anotherDeviceFolderRename` / `anotherDeviceFolderDelete` (the server).
+    /// or offline), `folderDiscard` (the user's discard of a pending folder change) and
+    /// `anotherDeviceFolderRename` / `anotherDeviceFolderDelete` (the server).
     func performFolderStep(_ step: ScenarioStep, index: Int) async throws {
         let user = try self.user(step.user, step: index)
         let ref = try self.ref(step, index)
@@ -26,6 +27,8 @@ extension Run {
             _ = try await user.onOtherDevice { try await $0.updateFolder(id: serverFolderId(id), name: encrypted) }
         case .anotherDeviceFolderDelete:
             try await user.onOtherDevice { try await $0.deleteFolder(id: serverFolderId(id)) }
+        case .folderDiscard:
+            _ = try await resolver(user).discardPendingFolderChange(userId: user.userId, folderId: id)
         case .offline, .online, .advance, .create, .update, .softDelete, .delete, .anotherDevice, .anotherDeviceDelete,
              .anotherDeviceCreate, .createFolder, .lock, .unlock, .sync, .resolve, .retryDeadLetters, .fault, .crash, .compact,
              .concurrently, .atEffect, .openView, .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore,

@@ -356,7 +356,7 @@ extension Run {
         case .offline, .online, .advance, .anotherDevice, .anotherDeviceDelete, .anotherDeviceCreate, .createFolder, .lock, .unlock,
              .retryDeadLetters, .fault, .crash, .compact, .concurrently, .atEffect, .openView, .anotherDeviceFavorite, .anotherDeviceMove,
              .anotherDeviceRestore, .anotherDeviceReencrypt, .coldStart, .login, .anotherDeviceAttach, .folderCreate, .folderRename,
-             .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
+             .anotherDeviceFolderRename, .anotherDeviceFolderDelete, .folderDiscard:
             throw ReplayError.badStep(index: index, reason: "'\(step.do)' is not a save, sync or resolve")
         }
     }

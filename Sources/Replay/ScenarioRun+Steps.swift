@@ -198,7 +198,7 @@ extension Run {
             try await anotherDeviceKeepingFields(step, index: index)
         case .anotherDeviceAttach:
             try await anotherDeviceAttach(step, index: index)
-        case .folderCreate, .folderRename, .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
+        case .folderCreate, .folderRename, .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete, .folderDiscard:
             try await performFolderStep(step, index: index)
         case .coldStart:
             try await coldStart()

@@ -99,7 +99,7 @@ extension Simulation {
                  .anotherDeviceCreate, .createFolder, .lock, .unlock, .sync, .resolve, .retryDeadLetters, .fault, .crash, .compact,
                  .concurrently, .atEffect, .openView, .anotherDeviceFavorite, .anotherDeviceMove, .anotherDeviceRestore,
                  .anotherDeviceReencrypt, .coldStart, .login, .restore, .anotherDeviceAttach, .folderCreate, .folderRename,
-                 .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete:
+                 .folderDelete, .anotherDeviceFolderRename, .anotherDeviceFolderDelete, .folderDiscard:
                 break
             }
         }

@@ -83,6 +83,23 @@ extension OfflineVault {
         try await vaultCall { try await repository().deleteFolder(id: id) }
     }
 
+    /// Discards a folder's waiting change (create, rename or delete), for one the server keeps
+    /// refusing: every sync tries a folder change again and reports the refusal
+    /// (`FolderReport` with `failed` in the sync's resolution report), and a logout refuses while
+    /// one waits. Nothing is sent. A create never sent is dropped and its items go to no
+    /// folder; a rename leaves the server's name; a delete leaves the folder on the server (the
+    /// next sync lists it again). The operations stay in the log's history.
+    ///
+    /// Beside other callers: waits for a sync's resolution in progress (this process or
+    /// another); a change of the folder saved meanwhile is kept
+    /// (`FolderDiscardResult.newerChangePending`).
+    @discardableResult
+    public func discardFolderChange(id: String) async throws -> FolderDiscardResult {
+        let result = try await vaultCall { try await resolver.discardPendingFolderChange(userId: try unlockedUser(), folderId: id) }
+        publishStatus()
+        return result
+    }
+
     /// The id a folder has now: the server's id once a folder created offline reached the
     /// server, the id given otherwise.
     public func currentFolderId(of id: String) throws -> String {

@@ -364,6 +364,7 @@ struct EventTypeExplanationTests {
         .folderAlreadyDeleted: "already deleted by another device",
         .itemFolderMissing: "its folder folder-1 was deleted by another device: saved with no folder",
         .folderResolved: "everything pending for the folder is done",
+        .folderChangeDiscarded: "the folder's pending change was discarded on request: not sent to the server",
     ]
 
     final class Store: Sendable {
@@ -404,7 +405,7 @@ struct EventTypeExplanationTests {
                                                             targetAttachmentId: type == .attachmentCopied ? "att-2" : nil)
                         if type == .attachmentUnavailable { outcome.reason = "attachment \"scan.pdf\" was not copied to item bak-1: gone" }
                     case .folderCreated, .folderRenamed, .folderCreatePlanned: outcome.folderName = cipher.name?.serialized
-                    case .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+                    case .folderMapped, .folderRenameApplied, .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved, .folderChangeDiscarded:
                         outcome.serverId = "folder-1"
                     case .itemFolderMissing: outcome.folderId = "folder-1"
                     case .created, .updated, .softDeleted, .hardDeleted, .restored, .serverCopyKept, .deleteDropped, .cleanedUp, .resolved,

@@ -15,6 +15,7 @@ extension EventRecord {
         case .folderDeleteApplied: "folder deleted on the server"
         case .folderAlreadyDeleted: "folder was already deleted by another device; nothing left to do"
         case .folderResolved: "everything pending for the folder is done"
+        case .folderChangeDiscarded: "the folder's pending change was discarded on request: " + (out?.reason ?? "not sent to the server")
         case .created, .updated, .softDeleted, .hardDeleted, .restored, .pushed, .idMapped, .backupCreated, .serverCopyKept,
              .recreated, .deleteApplied, .deleteDropped, .cleanedUp, .resolutionFailed, .resolved, .clearedAfterOnlineSuccess,
              .retryRequested, .createPlanned, .changeDiscarded, .restoreApplied, .attachmentPlanned, .attachmentCopied,

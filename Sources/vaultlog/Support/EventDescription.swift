@@ -226,7 +226,7 @@ struct EventRecord: Encodable {
         case .itemFolderMissing:
             return "its folder \(out?.folderId ?? "?") was deleted by another device: saved with no folder"
         case .folderCreated, .folderRenamed, .folderDeleted, .folderCreatePlanned, .folderMapped, .folderRenameApplied,
-             .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved:
+             .folderDeleteApplied, .folderAlreadyDeleted, .folderResolved, .folderChangeDiscarded:
             return Self.folderText(type, out)
         case .reportsReviewed:
             return "resolution reports up to seq \(out?.sourceSequence.map(String.init) ?? "?") marked as reviewed"
