@@ -118,4 +118,38 @@ import VaultModel
         #expect(try await vault.sync(force: true).isCurrent)
         #expect(h.emulator.ciphers(userId: userId).map(\.folderId) == [bills])
     }
+
+    /// Beside other callers: a discard run at once with two syncs (a timer and a
+    /// pull-to-refresh) waits for their resolution or goes first; either way the folder is never
+    /// created, the item ends in no folder once, and nothing is left waiting.
+    @Test func aDiscardBesideTwoSyncs_endsTheSameWhicheverGoesFirst() async throws {
+        for round in 1...4 {
+            let h = try await H.make()
+            let vault = try h.openVault()
+            try await vault.logIn(email: h.email, masterPassword: h.password)
+            let userId = try #require(vault.userId)
+            h.goOffline()
+            let tempId = try await vault.createFolder(name: "Trips \(round)")
+            var item = H.login("Hotel \(round)", password: "pw-\(round)")
+            item.folderId = tempId
+            _ = try await vault.save(item)
+            h.goOnline()
+            h.failNext(100, "POST", "/api/folders", status: 400)
+            let discarded = try await withThrowingTaskGroup(of: FolderDiscardResult?.self) { group in
+                group.addTask { _ = try await vault.sync(force: true); return nil }
+                group.addTask { try await vault.discardFolderChange(id: tempId) }
+                group.addTask { _ = try await vault.sync(force: true); return nil }
+                return try await group.reduce(into: [FolderDiscardResult]()) { if let result = $1 { $0.append(result) } }
+            }
+            #expect(discarded == [.discarded(.create)])
+            #expect(try await vault.sync(force: true).isCurrent)
+            #expect(vault.status().pendingFolderCount == 0)
+            #expect(vault.status().pendingCount == 0)
+            #expect(try vault.folders().isEmpty)
+            #expect(h.emulator.folders(userId: userId).isEmpty)
+            #expect(h.emulator.ciphers(userId: userId).map(\.folderId) == [nil])
+            #expect(try vault.items().map(\.view.folderId) == [nil])
+            vault.close()
+        }
+    }
 }
