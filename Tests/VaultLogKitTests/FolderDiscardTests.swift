@@ -11,16 +11,31 @@ import VaultModel
 @Suite struct FolderDiscardTests {
     typealias H = VaultHarness
 
-    @Test func aCreateTheServerKeepsRefusing_discarded_itsItemsInNoFolder_nothingSent_logoutAllowed() async throws {
+    /// A logged-in vault that, offline, made the folder "Trips\(suffix)" and saved a new item
+    /// into it; the harness is still offline.
+    struct ItemInNewFolder {
+        let h: H
+        let vault: OfflineVault
+        let userId: String
+        let folderId: String
+    }
+
+    static func itemInAFolderMadeOffline(_ suffix: String = "") async throws -> ItemInNewFolder {
         let h = try await H.make()
         let vault = try h.openVault()
         try await vault.logIn(email: h.email, masterPassword: h.password)
         let userId = try #require(vault.userId)
         h.goOffline()
-        let tempId = try await vault.createFolder(name: "Trips")
-        var item = H.login("Hotel", password: "pw-1")
-        item.folderId = tempId
+        let folderId = try await vault.createFolder(name: "Trips\(suffix)")
+        var item = H.login("Hotel\(suffix)", password: "pw-1\(suffix)")
+        item.folderId = folderId
         _ = try await vault.save(item)
+        return ItemInNewFolder(h: h, vault: vault, userId: userId, folderId: folderId)
+    }
+
+    @Test func aCreateTheServerKeepsRefusing_discarded_itsItemsInNoFolder_nothingSent_logoutAllowed() async throws {
+        let made = try await Self.itemInAFolderMadeOffline()
+        let (h, vault, userId, tempId) = (made.h, made.vault, made.userId, made.folderId)
 
         // The server refuses the create on every sync: reported, still waiting, logout refused.
         h.goOnline()
@@ -58,15 +73,8 @@ import VaultModel
     }
 
     @Test func aCreateDiscardedBeforeItWasSent_itsItemsInNoFolderAtOnce_thenSentThatWay() async throws {
-        let h = try await H.make()
-        let vault = try h.openVault()
-        try await vault.logIn(email: h.email, masterPassword: h.password)
-        let userId = try #require(vault.userId)
-        h.goOffline()
-        let tempId = try await vault.createFolder(name: "Trips")
-        var item = H.login("Hotel", password: "pw-1")
-        item.folderId = tempId
-        _ = try await vault.save(item)
+        let made = try await Self.itemInAFolderMadeOffline()
+        let (h, vault, userId, tempId) = (made.h, made.vault, made.userId, made.folderId)
         #expect(try await vault.discardFolderChange(id: tempId) == .discarded(.create))
         #expect(try vault.folders().isEmpty)
         #expect(try vault.items().map(\.view.folderId) == [nil])
@@ -124,15 +132,8 @@ import VaultModel
     /// created, the item ends in no folder once, and nothing is left waiting.
     @Test func aDiscardBesideTwoSyncs_endsTheSameWhicheverGoesFirst() async throws {
         for round in 1...4 {
-            let h = try await H.make()
-            let vault = try h.openVault()
-            try await vault.logIn(email: h.email, masterPassword: h.password)
-            let userId = try #require(vault.userId)
-            h.goOffline()
-            let tempId = try await vault.createFolder(name: "Trips \(round)")
-            var item = H.login("Hotel \(round)", password: "pw-\(round)")
-            item.folderId = tempId
-            _ = try await vault.save(item)
+            let made = try await Self.itemInAFolderMadeOffline(" \(round)")
+            let (h, vault, userId, tempId) = (made.h, made.vault, made.userId, made.folderId)
             h.goOnline()
             h.failNext(100, "POST", "/api/folders", status: 400)
             let discarded = try await withThrowingTaskGroup(of: FolderDiscardResult?.self) { group in
