@@ -57,6 +57,17 @@ import VaultModel
         #expect(p.serverFolderId("other") == "other")
     }
 
+    @Test func discarded_endsThePendingFolder_andAMappedCreateKeepsItsId_whileALaterRenameStaysPending() {
+        let p = Self.fold([Self.event(1, "tmp", .folderCreated, name: "2.a"), Self.event(2, "tmp", .folderMapped, name: "2.a", serverId: "srv"),
+                           Self.event(3, "tmp", .folderChangeDiscarded, serverId: "srv"), Self.event(4, "tmp", .folderResolved, serverId: "srv"),
+                           Self.event(5, "f", .folderDeleted), Self.event(6, "f", .folderChangeDiscarded), Self.event(7, "f", .folderResolved),
+                           Self.event(8, "f", .folderRenamed, name: "2.b")])
+        #expect(p.folders?.keys.sorted() == ["f"])
+        #expect(p.folders?["f"]?.change == .rename)
+        #expect(p.folders?["f"]?.versionSequences == [8])
+        #expect(p.folderIdMap == ["tmp": "srv"])
+    }
+
     @Test func overlay_showsPendingFoldersOverTheServersList() throws {
         let key = SymmetricCryptoKey.generate(using: SystemRandomSource())
         let work = EncString.encrypt("Work", key: key), old = EncString.encrypt("Old", key: key)
