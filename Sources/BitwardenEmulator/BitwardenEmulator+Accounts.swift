@@ -19,7 +19,7 @@ extension BitwardenEmulator {
 
     /// Creates an account the way a client registers: a PBKDF2 master key from `password`, a new
     /// user key, its protected form, and an RSA-2048 key pair whose private key is a type-2
-    /// EncString of its PKCS#8 DER under the user key.
+    /// EncString of its PKCS#8 DER under the user key (one key pair per process: see `accountKeyPair()`).
     ///
     /// - Parameter iterations: PBKDF2 iterations (at least 5,000; tests use 5,000 for speed).
     /// - Throws: ``EmulatorError/accountExists(_:)`` or a KDF error.
@@ -36,12 +36,34 @@ extension BitwardenEmulator {
         let masterKey = try MasterKey.derive(password: password, email: email, kdf: kdf)
         let userKey = SymmetricCryptoKey.generate(using: configuration.random)
         let protected = masterKey.encryptUserKey(userKey, random: configuration.random)
-        let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let privateKey = EncString.encrypt(Array(rsa.pkcs8DERRepresentation), key: userKey, random: configuration.random)
+        let pair = try Self.accountKeyPair()
+        let privateKey = EncString.encrypt(pair.privateKeyDER, key: userKey, random: configuration.random)
         return try createAccount(
             email: email, kdf: kdf, masterPasswordHash: masterKey.passwordHash(password: password),
             protectedUserKey: protected, userKey: userKey, privateKey: privateKey,
-            publicKey: Base64.encode(Array(rsa.publicKey.derRepresentation)))
+            publicKey: Base64.encode(pair.publicKeyDER))
+    }
+
+    /// An account's RSA key pair (DER): PKCS#8 private key, SubjectPublicKeyInfo public key.
+    struct AccountKeyPair: Sendable {
+        let privateKeyDER: [UInt8]
+        let publicKeyDER: [UInt8]
+    }
+
+    private static let keyPair = Mutex<AccountKeyPair?>(nil)
+
+    /// The RSA-2048 key pair every account this process's emulators create gets, each wrapped
+    /// under its own user key. A client makes its own at registration; the emulator only stores
+    /// and returns it and never uses it, and making one (prime search) took about a fifth of a
+    /// simulated seed's time when every account got a new one.
+    static func accountKeyPair() throws -> AccountKeyPair {
+        try keyPair.withLock { cached in
+            if let cached { return cached }
+            let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+            let made = AccountKeyPair(privateKeyDER: Array(rsa.pkcs8DERRepresentation), publicKeyDER: Array(rsa.publicKey.derRepresentation))
+            cached = made
+            return made
+        }
     }
 
     /// Creates an account from existing material, for published vectors such as the reference's
