@@ -18,8 +18,9 @@ extension OfflineSyncResolver {
 
     /// Discards a folder's pending change, the way out of one the server keeps refusing (a
     /// folder change is tried again by every sync and never dead-lettered; while one waits,
-    /// the app's count of waiting folder changes (`SyncStatus.pendingFolderCount` in VaultLogKit) stays above zero and a logout refuses). The
-    /// operations stay in the log (history, export); the decision is a
+    /// the app's count of waiting folder changes, `SyncStatus.pendingFolderCount` in
+    /// VaultLogKit, stays above zero and a logout refuses). The operations stay in the log
+    /// (history, export); the decision is a
     /// ``VaultEventType/folderChangeDiscarded`` event, then `folderResolved`. Offline as well as
     /// online: no request is sent.
     ///
@@ -52,8 +53,7 @@ extension OfflineSyncResolver {
                 events: [.init(cipherId: folderId, type: .folderChangeDiscarded, body: .outcome(OutcomeBody(at: now, serverId: serverId, reason: reason))),
                          .init(cipherId: folderId, type: .folderResolved, body: .outcome(OutcomeBody(at: now, serverId: serverId)))],
                 localChanges: [],
-                alsoInTransaction: { [store] txn in
-                    guard try !VaultLogStore.hasOperation(txn.reader, userId: userId, cipherId: folderId, after: covered) else { return }
+                ifCurrent: { [store] txn in
                     switch folder.change {
                     case .create:
                         if serverId == nil { _ = try store.moveLocalCopies(userId: userId, outOf: [folderId], in: txn) }

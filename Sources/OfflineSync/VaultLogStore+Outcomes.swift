@@ -20,15 +20,17 @@ extension VaultLogStore {
     ///
     /// The resolver decided on the item's versions up to `coveredThrough`. If the log holds an
     /// operation on the item after it (checked inside the write transaction, which LMDB makes
-    /// the only one across processes), the events that end the pending state (`resolved`) and
-    /// (and a discard: the user decided on an older version) and
-    /// the local changes (which would put the server's copy of an older version over the newer
-    /// local one) are left out; the other events (what the server did) are still recorded, so
+    /// the only one across processes), the events that end the pending state (`resolved`, and
+    /// a discard: the user decided on an older version) and the local changes (which would put
+    /// the server's copy of an older version over the newer local one) are left out; the other events (what the server did) are still recorded, so
     /// no step is repeated.
+    /// `ifCurrent` runs in the same transaction only when nothing was left out (local effects
+    /// that, like `localChanges`, hold only for the versions decided on);
     /// `alsoInTransaction` runs in the same transaction whatever was left out (it records what
     /// the server did).
     func appendOutcomes(userId: String, cipherId: String, coveredThrough: UInt64, events: [PlannedEvent],
                         localChanges: [LocalChange],
+                        ifCurrent: (@Sendable (LogTransaction) throws -> Void)? = nil,
                         alsoInTransaction: (@Sendable (LogTransaction) throws -> Void)? = nil) async throws -> OutcomeAppend {
         let (keys, newEvents, encodedChanges) = try prepare(userId: userId, events: events, localChanges: localChanges)
         let finishing = events.map { [.resolved, .clearedAfterOnlineSuccess, .changeDiscarded, .folderResolved, .folderChangeDiscarded].contains($0.type) }
@@ -40,7 +42,10 @@ extension VaultLogStore {
                 kept.append(event)
                 positions.append(i)
             }
-            if !superseded { for change in encodedChanges { try self.apply(change, in: txn) } }
+            if !superseded {
+                for change in encodedChanges { try self.apply(change, in: txn) }
+                try ifCurrent?(txn)
+            }
             try alsoInTransaction?(txn)
             var sequences = [UInt64?](repeating: nil, count: newEvents.count)
             if !kept.isEmpty {
