@@ -4,17 +4,24 @@ import Foundation
 import LMDB
 import VaultCrypto
 
-/// A stored event: plaintext header + sealed body (AES-256-CBC + HMAC-SHA256, encrypt-then-MAC,
-/// the MAC covering header ‖ IV ‖ ciphertext). Byte layout in `Docs/EventFormat.md`:
+/// A stored event: plaintext header + sealed body (AES-256-CBC + HMAC-SHA256, encrypt-then-MAC).
+/// Byte layout in `Docs/EventFormat.md`:
 ///
 /// ```
 /// [version u8][headerLength u8][sequence u64 BE][recordedAt i64 BE ms][eventType u16 BE]
-/// [userIdLength u8][userId][cipherIdLength u8][cipherId]([previousMAC 32] from v2)  |  [iv 16][mac 32][ciphertext 16·n]
+/// [userIdLength u8][userId][cipherIdLength u8][cipherId]([previousMAC 32] from v2)
+///   |  [iv 16][mac 32]([bodyMAC 32] from v3)[ciphertext 16·n]
 /// ```
+///
+/// Up to format 2 the MAC covers header ‖ IV ‖ ciphertext. From format 3 a body MAC covers
+/// IV ‖ ciphertext and the event MAC covers the header, the IV, the ciphertext's length, the body
+/// MAC and the ciphertext's two ends (`Envelope+BodyMAC.swift`): a reader of the ends (the
+/// fold) checks the short event MAC only, a reader of the whole body both.
 public struct Envelope: Sendable {
-    /// The version new envelopes are written with (2: the header carries the previous MAC of
-    /// the user's chain). Version 1 envelopes are still read and imported unchanged.
-    public static let currentFormatVersion: UInt8 = 2
+    /// The version new envelopes are written with (3: a body MAC, and an event MAC over the
+    /// header and the body's ends; 2: the header carries the previous MAC of the user's chain).
+    /// Versions 1 and 2 are still read and imported unchanged.
+    public static let currentFormatVersion: UInt8 = 3
     /// The first version whose header carries ``EventHeader/previousMAC``.
     public static let chainedFormatVersion: UInt8 = 2
     /// The chain value before a user's first event.
@@ -46,14 +53,14 @@ public struct Envelope: Sendable {
         self.header = parsed.header
         self.headerLength = parsed.length
         self.bytes = bytes
-        try Self.checkBody(count: bytes.count, headerLength: headerLength, sequence: header.sequence)
+        try Self.checkBody(count: bytes.count, headerLength: headerLength, version: header.formatVersion, sequence: header.sequence)
     }
 
-    /// A sealed body is an IV, a MAC and whole AES blocks.
-    static func checkBody(count: Int, headerLength: Int, sequence: UInt64) throws {
-        let bodyLength = count - headerLength
-        guard bodyLength >= ivBytes + macBytes + 16, (bodyLength - ivBytes - macBytes) % 16 == 0 else {
-            throw EnvelopeError.malformed(sequence: sequence, reason: "sealed body of \(bodyLength) bytes is not IV + MAC + whole AES blocks")
+    /// A sealed body is an IV, a MAC (two from format 3) and whole AES blocks.
+    static func checkBody(count: Int, headerLength: Int, version: UInt8, sequence: UInt64) throws {
+        let bodyLength = count - headerLength, macs = macBytes + bodyMACBytes(version: version)
+        guard bodyLength >= ivBytes + macs + 16, (bodyLength - ivBytes - macs) % 16 == 0 else {
+            throw EnvelopeError.malformed(sequence: sequence, reason: "sealed body of \(bodyLength) bytes is not IV + \(macs == macBytes ? "MAC" : "two MACs") + whole AES blocks")
         }
     }
 
@@ -209,10 +216,24 @@ public struct Envelope: Sendable {
         precondition(o == length, "header length \(length) does not match its fields (\(o))")
     }
 
-    /// Seals `body` under `key` with `iv` and returns the stored bytes.
+    /// Seals `body` under `key` with `iv` and returns the stored bytes, in the layout of
+    /// `header.formatVersion` (older versions only for tests and tools that make old logs).
     public static func seal(header: EventHeader, body: [UInt8], key: SealingKey, iv: ArraySlice<UInt8>) throws -> [UInt8] {
         var out = try encodeHeader(header)
-        try sealBody(body, appendingTo: &out, key: key.events, iv: iv)
+        guard header.formatVersion >= bodyMACFormatVersion else {
+            try sealBody(body, appendingTo: &out, key: key.events, iv: iv)
+            return out
+        }
+        let headerLength = out.count
+        let ciphertext = try encrypt(body, key: key.events, iv: iv)
+        out.reserveCapacity(headerLength + ivBytes + 2 * macBytes + ciphertext.count)
+        out.append(contentsOf: iv)
+        out.append(contentsOf: repeatElement(0, count: 2 * macBytes))
+        out.append(contentsOf: ciphertext)
+        out.withUnsafeMutableBytes { envelope in
+            writeBodyMAC(envelope: envelope, headerLength: headerLength, key: key.bodies)
+            writeEventMAC(envelope: envelope, headerLength: headerLength, key: key.events)
+        }
         return out
     }
 
@@ -248,12 +269,18 @@ public struct Envelope: Sendable {
         return Array(mac)
     }
 
-    /// Verifies the MAC over header and body, then decrypts the body.
+    /// Verifies the MAC over header and body (both MACs from format 3), then decrypts the body.
     public func open(key: SealingKey) throws -> [UInt8] {
-        try Self.openBody(bytes, headerLength: headerLength, key: key.events, sequence: header.sequence)
+        try bytes.withUnsafeBytes { raw in
+            guard Self.eventMatches(raw: raw, headerLength: headerLength, version: header.formatVersion, key: key) else {
+                throw EnvelopeError.authenticationFailed(sequence: header.sequence)
+            }
+            return try Self.decryptBody(raw: raw, headerLength: headerLength, version: header.formatVersion, cbc: key.events.cbc,
+                                        sequence: header.sequence)
+        }
     }
 
-    /// The stored MAC: the chain value the user's next event (format 2) names as its previous.
+    /// The stored (event) MAC: the chain value the user's next event (format 2 on) names as its previous.
     public var mac: ArraySlice<UInt8> { bytes[(headerLength + Self.ivBytes)..<(headerLength + Self.ivBytes + Self.macBytes)] }
 
     /// ``mac`` as a chain value, to compare with the next event's previous MAC.
@@ -265,9 +292,9 @@ public struct Envelope: Sendable {
         ChainMAC(raw: UnsafeRawBufferPointer(rebasing: raw[(headerLength + ivBytes)...]))
     }
 
-    /// Verifies only the MAC (what `verify` does with a key).
+    /// Verifies the MAC (from format 3 both MACs) without decrypting: what `verify` does with a key.
     public func authenticate(key: SealingKey) -> Bool {
-        Self.macMatches(bytes, headerLength: headerLength, key: key.events)
+        bytes.withUnsafeBytes { Self.eventMatches(raw: $0, headerLength: headerLength, version: header.formatVersion, key: key) }
     }
 
     static func macMatches(_ bytes: [UInt8], headerLength: Int, key: SealingKey.SubKey) -> Bool {
@@ -289,18 +316,20 @@ public struct Envelope: Sendable {
         try bytes.withUnsafeBytes { try openBody(raw: $0, headerLength: headerLength, key: key, sequence: sequence) }
     }
 
-    /// Checks the MAC of a sealed envelope (or checkpoint) and decrypts its body.
+    /// Checks the MAC of a sealed checkpoint or snapshot record (or an envelope of format 1 or
+    /// 2: one MAC over everything) and decrypts its body.
     static func openBody(raw: UnsafeRawBufferPointer, headerLength: Int, key: SealingKey.SubKey, sequence: UInt64) throws -> [UInt8] {
         guard macMatches(raw: raw, headerLength: headerLength, key: key) else {
             throw EnvelopeError.authenticationFailed(sequence: sequence)
         }
-        return try decryptBody(raw: raw, headerLength: headerLength, cbc: key.cbc, sequence: sequence)
+        return try decryptBody(raw: raw, headerLength: headerLength, version: 1, cbc: key.cbc, sequence: sequence)
     }
 
-    /// Decrypts a sealed body whose MAC the caller has checked.
-    static func decryptBody(raw: UnsafeRawBufferPointer, headerLength: Int, cbc: KeyedAESCBC, sequence: UInt64) throws -> [UInt8] {
+    /// Decrypts a sealed body whose MACs the caller has checked; `version` places the
+    /// ciphertext (after a body MAC from format 3; checkpoints and snapshots pass 1).
+    static func decryptBody(raw: UnsafeRawBufferPointer, headerLength: Int, version: UInt8, cbc: KeyedAESCBC, sequence: UInt64) throws -> [UInt8] {
         let ivStart = headerLength
-        let ctStart = headerLength + ivBytes + macBytes
+        let ctStart = ciphertextStart(headerLength: headerLength, version: version)
         do {
             // The MAC matched above: the padding is checked without the constant-time path. On
             // raw buffers: the `DataProtocol` form is generic across modules, so it looked up

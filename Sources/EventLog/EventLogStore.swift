@@ -44,7 +44,10 @@ public final class EventLogStore: Sendable {
     /// in a tree of their own, appended at its end); an older build would find no user's events.
     /// A format 1–5 store opened writable is upcast in one transaction (its `0x01` entries move
     /// from `index` to `users`); opened read-only it is refused (``EventLogError/olderStoreFormat(path:found:current:)``).
-    public static let storeFormatVersion = 6
+    /// 7: new events are written in envelope format 3 (a body MAC beside the event MAC,
+    /// `Envelope+BodyMAC.swift`); an older build would refuse each new event as a newer
+    /// envelope. Nothing is rewritten: a format 6 store's events stay format 2 and read as before.
+    public static let storeFormatVersion = 7
 
     /// The LMDB environment: the package's own plumbing, never API (``StorageOptions`` opens
     /// it, ``sizes()`` reports on it).

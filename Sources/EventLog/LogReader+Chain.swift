@@ -79,7 +79,7 @@ extension LogReader {
         try forEachIndexedEvent(userId: userId, after: after) { sequence, value in
             let (header, headerLength) = try Envelope.parseHeader(raw: value, userId: userId)
             try Self.checkIndexed(header, sequence: sequence, userId: userId)
-            try Envelope.checkBody(count: value.count, headerLength: headerLength, sequence: sequence)
+            try Envelope.checkBody(count: value.count, headerLength: headerLength, version: header.formatVersion, sequence: sequence)
             return try body(header, Envelope.storedMAC(raw: value, headerLength: headerLength))
         }
     }

@@ -204,11 +204,6 @@ public struct LogReader {
         }
     }
 
-    /// Visits the stored bytes of the user's events after `after`, in order, as the index lists
-    /// them, while `body` returns true (an index entry without its event is skipped). The
-    /// events are looked up through one cursor: an event right after the previous one found is
-    /// the cursor's next entry (a user's events are mostly consecutive), and only any other
-    /// costs a search from the root (a B-tree lookup per event was about a sixth of a header fold).
     /// Whether `key` begins with `prefix` (one `memcmp`: the generic `starts(with:)` walked both
     /// byte by byte for every index entry a fold reads).
     static func bytes(_ key: UnsafeRawBufferPointer, startWith prefix: [UInt8]) -> Bool {
@@ -217,6 +212,11 @@ public struct LogReader {
         }
     }
 
+    /// Visits the stored bytes of the user's events after `after`, in order, as the index lists
+    /// them, while `body` returns true (an index entry without its event is skipped). The
+    /// events are looked up through one cursor: an event right after the previous one found is
+    /// the cursor's next entry (a user's events are mostly consecutive), and only any other
+    /// costs a search from the root (a B-tree lookup per event was about a sixth of a header fold).
     func forEachIndexedEvent(userId: String, after: UInt64,
                              _ body: (_ sequence: UInt64, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
         guard after < .max else { return }

@@ -30,8 +30,9 @@ struct MappedEvent: @unchecked Sendable {
         return (header, body.flatMap { $0.plaintext() })
     }
 
-    /// ``open(userId:key:)`` up to the MAC: the body is then decrypted whole or only at its
-    /// two ends (``AuthenticatedBody``).
+    /// ``open(userId:key:)`` up to the event MAC: the body is then decrypted whole or only at
+    /// its two ends (``AuthenticatedBody``, which checks format 3's body MAC when a read goes
+    /// beyond the ends the event MAC covers).
     package func authenticate(userId: String, key: SealingKey) throws -> (header: EventHeader, body: Result<AuthenticatedBody, EnvelopeError>) {
         let (header, _, body) = try authenticateWithMAC(userId: userId, key: key)
         return (header, body)
@@ -43,40 +44,61 @@ struct MappedEvent: @unchecked Sendable {
         -> (header: EventHeader, mac: ChainMAC, body: Result<AuthenticatedBody, EnvelopeError>) {
         let (header, headerLength) = try Envelope.parseHeader(raw: raw, userId: userId, knownIds: knownIds)
         try LogReader.checkIndexed(header, sequence: sequence, userId: userId)
-        try Envelope.checkBody(count: raw.count, headerLength: headerLength, sequence: sequence)
+        try Envelope.checkBody(count: raw.count, headerLength: headerLength, version: header.formatVersion, sequence: sequence)
         let mac = Envelope.storedMAC(raw: raw, headerLength: headerLength)
-        guard Envelope.macMatches(raw: raw, headerLength: headerLength, key: key.events) else {
+        guard Envelope.eventMACMatches(raw: raw, headerLength: headerLength, version: header.formatVersion, key: key) else {
             return (header, mac, .failure(.authenticationFailed(sequence: sequence)))
         }
-        return (header, mac, .success(AuthenticatedBody(raw: raw, headerLength: headerLength, cbc: key.events.cbc, sequence: sequence)))
+        return (header, mac, .success(AuthenticatedBody(raw: raw, headerLength: headerLength, version: header.formatVersion,
+                                                        key: key, sequence: sequence)))
     }
 }
 
-/// The sealed body of a ``MappedEvent`` whose MAC matched: valid, like it, only inside the read
-/// transaction that found it, and only while the ``SealingKey`` it was authenticated with is
-/// alive (it does not keep the key).
+/// The sealed body of a ``MappedEvent`` whose (event) MAC matched: valid, like it, only inside
+/// the read transaction that found it, and only while the ``SealingKey`` it was authenticated
+/// with is alive (it does not keep the key). In format 3 the event MAC covers only the
+/// ciphertext's two ends: a read of anything else checks the body MAC first.
 struct AuthenticatedBody {
     let raw: UnsafeRawBufferPointer
     let headerLength: Int
+    let version: UInt8
     /// The key's AES context, not retained: the body lives only while its opener holds the
     /// key it was authenticated with. (A reference count taken and dropped per event, both
     /// cores writing the one shared count, was a tenth of a fold's profile samples; the fold ran
     /// about 3% faster without it.) Unmanaged rather than `unowned(unsafe)`: passing an unowned
     /// reference to a call retains it for the call.
     let cbc: Unmanaged<KeyedAESCBC>
+    /// The body-MAC key (format 3), not retained either.
+    let bodies: Unmanaged<SealingKey.SubKey>
     let sequence: UInt64
 
-    init(raw: UnsafeRawBufferPointer, headerLength: Int, cbc: KeyedAESCBC, sequence: UInt64) {
+    init(raw: UnsafeRawBufferPointer, headerLength: Int, version: UInt8, key: SealingKey, sequence: UInt64) {
         self.raw = raw
         self.headerLength = headerLength
-        self.cbc = Unmanaged.passUnretained(cbc)
+        self.version = version
+        self.cbc = Unmanaged.passUnretained(key.events.cbc)
+        self.bodies = Unmanaged.passUnretained(key.bodies)
         self.sequence = sequence
     }
 
-    /// The whole plaintext; ``EnvelopeError/undecryptable(sequence:)`` for malformed padding.
+    /// Whether a read of the ciphertext beyond the covered ends is authenticated: always up to
+    /// format 2 (one MAC over everything, already checked), from format 3 when the event MAC
+    /// covers the whole ciphertext or the body MAC matches.
+    private func wholeBodyAuthenticated() -> Bool {
+        guard version >= Envelope.bodyMACFormatVersion else { return true }
+        let count = raw.count - Envelope.ciphertextStart(headerLength: headerLength, version: version)
+        return Envelope.eventMACCoversWhole(ciphertextCount: count)
+            || Envelope.bodyMACMatches(raw: raw, headerLength: headerLength, key: bodies.takeUnretainedValue())
+    }
+
+    /// The whole plaintext (format 3's body MAC checked first);
+    /// ``EnvelopeError/authenticationFailed(sequence:)`` when it does not match,
+    /// ``EnvelopeError/undecryptable(sequence:)`` for malformed padding.
     package func plaintext() -> Result<[UInt8], EnvelopeError> {
+        guard wholeBodyAuthenticated() else { return .failure(.authenticationFailed(sequence: sequence)) }
         do {
-            return .success(try Envelope.decryptBody(raw: raw, headerLength: headerLength, cbc: cbc.takeUnretainedValue(), sequence: sequence))
+            return .success(try Envelope.decryptBody(raw: raw, headerLength: headerLength, version: version,
+                                                     cbc: cbc.takeUnretainedValue(), sequence: sequence))
         } catch {
             return .failure(.undecryptable(sequence: sequence))
         }
@@ -94,9 +116,13 @@ struct AuthenticatedBody {
     package func decryptEnds(headBlocks: Int, tailBlocks: Int, head: UnsafeMutableRawBufferPointer,
                              tail: UnsafeMutableRawBufferPointer,
                              decryptor: inout KeyedAESCBC.BlockDecryptor?) -> Result<(tail: Int, plaintext: Int), EnvelopeError>? {
-        let ivStart = headerLength, ctStart = headerLength + Envelope.ivBytes + Envelope.macBytes
+        let ivStart = headerLength, ctStart = Envelope.ciphertextStart(headerLength: headerLength, version: version)
         if decryptor?.belongs(toUnretained: cbc) != true { decryptor = cbc.takeUnretainedValue().blockDecryptor() }
         guard let decryptor else { return nil }
+        // Ends wider than the event MAC covers (no reader asks for those today) need the body MAC.
+        if !Envelope.eventMACCovers(headBlocks: headBlocks, tailBlocks: tailBlocks), !wholeBodyAuthenticated() {
+            return .failure(.authenticationFailed(sequence: sequence))
+        }
         do {
             return try decryptor.decryptEnds(UnsafeRawBufferPointer(rebasing: raw[ctStart...]),
                                        iv: UnsafeRawBufferPointer(rebasing: raw[ivStart..<ivStart + Envelope.ivBytes]),
@@ -156,7 +182,7 @@ package struct EventInPlace: ~Copyable {
     }
 
     /// Decrypts only the first `headBlocks` and the last `tailBlocks` AES blocks of the body
-    /// (the MAC over the whole event has matched) and lends them to `read` with the plaintext's
+    /// (the event MAC, which covers them, has matched) and lends them to `read` with the plaintext's
     /// whole length, for a reader of a few fields at the ends of a long body. Nil when the body
     /// is too short for that or the platform decrypts whole messages only (read it whole);
     /// throws why the body cannot be read.

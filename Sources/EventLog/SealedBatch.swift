@@ -8,9 +8,9 @@ import VaultCrypto
 /// Sealing one event at a time allocated its header, its ciphertext and the joined envelope:
 /// three heap blocks per event, and at 10,000 events a batch the allocator's fresh pages (page
 /// faults, zeroing) cost more than the AES. Here a batch is one allocation: the layout comes
-/// first (every length is known before anything is encrypted), then each event's header, IV and
-/// ciphertext are written into its own range on all cores, then the MACs run in order, because
-/// each of a user's events names the MAC before it.
+/// first (every length is known before anything is encrypted), then each event's header, IV,
+/// ciphertext and body MAC are written into its own range on all cores, then the short event
+/// MACs run in order, because each of a user's events names the event MAC before it.
 ///
 /// Immutable once sealed, so it may be handed from the thread that sealed it to the one that
 /// puts it.
@@ -74,7 +74,7 @@ final class SealedBatch: @unchecked Sendable {
             return EventHeader(sequence: firstSequence + UInt64(i), userId: event.userId, cipherId: event.cipherId,
                                eventType: event.eventType, recordedAtMillis: event.recordedAtMillis)
         }
-        // Layout: header ‖ IV ‖ MAC ‖ ciphertext per event.
+        // Layout: header ‖ IV ‖ event MAC ‖ body MAC ‖ ciphertext per event (format 3).
         var offsets = [Int]()
         offsets.reserveCapacity(events.count + 1)
         var headerLengths = [Int]()
@@ -84,25 +84,25 @@ final class SealedBatch: @unchecked Sendable {
             let length = try Envelope.headerLength(header(i))
             offsets.append(total)
             headerLengths.append(length)
-            total += length + ivBytes + macBytes + AESCBC.ciphertextCount(plaintextCount: events[i].body.count)
+            total += length + ivBytes + 2 * macBytes + AESCBC.ciphertextCount(plaintextCount: events[i].body.count)
         }
         offsets.append(total)
         // New events are written in the current format, which chains each to the one before.
-        precondition(Envelope.currentFormatVersion >= Envelope.chainedFormatVersion, "sealing writes chained headers")
+        precondition(Envelope.currentFormatVersion >= Envelope.bodyMACFormatVersion, "sealing writes chained headers and body MACs")
         self.offsets = offsets
         self.base = base
         self.users = users
         self.pool = pool
         (buffer, mapping) = Self.allocate(byteCount: total, pool: pool)
 
-        // Headers (chain start as the previous MAC for now), IVs and ciphertexts, each into its
-        // own range.
+        // Headers (chain start as the previous MAC for now), IVs, ciphertexts and body MACs,
+        // each into its own range.
         nonisolated(unsafe) let out = buffer
-        let cbc = key.events.cbc
+        let cbc = key.events.cbc, bodies = key.bodies
         let lengths = headerLengths, ends = offsets
         parallelForEach(count: events.count, threshold: parallelThreshold) { i in
             let start = ends[i], headerLength = lengths[i]
-            let ivStart = start + headerLength, ctStart = ivStart + ivBytes + macBytes
+            let ivStart = start + headerLength, ctStart = ivStart + ivBytes + 2 * macBytes
             Envelope.writeHeader(header(i), length: headerLength, to: UnsafeMutableRawBufferPointer(rebasing: out[start..<ivStart]))
             ivs.withUnsafeBytes { all in
                 let iv = UnsafeRawBufferPointer(rebasing: all[16 * i..<16 * i + 16])
@@ -112,10 +112,13 @@ final class SealedBatch: @unchecked Sendable {
                 }
                 assert(written == ends[i + 1] - ctStart, "event \(i)'s ciphertext fills the range sized for it")
             }
+            Envelope.writeBodyMAC(envelope: UnsafeMutableRawBufferPointer(rebasing: out[start..<ends[i + 1]]),
+                                  headerLength: headerLength, key: bodies)
         }
 
-        // The MACs, in order: each of a user's events carries the MAC of the one before it.
+        // The event MACs, in order: each of a user's events carries the event MAC of the one before it.
         var lastMAC = [Int](repeating: -1, count: users.ids.count)   // slot → offset of its latest MAC here
+        let eventKey = key.events
         for i in events.indices {
             let start = offsets[i], headerLength = headerLengths[i]
             let ivStart = start + headerLength, macStart = ivStart + ivBytes
@@ -127,10 +130,8 @@ final class SealedBatch: @unchecked Sendable {
                 (base.tips[users.ids[slot]] ?? Envelope.chainStart).withUnsafeBytes { previousSlot.copyMemory(from: $0) }
             }
             lastMAC[slot] = macStart
-            var hmac = key.events.hmac
-            hmac.update(data: UnsafeRawBufferPointer(rebasing: out[start..<macStart]))
-            hmac.update(data: UnsafeRawBufferPointer(rebasing: out[(macStart + macBytes)..<offsets[i + 1]]))
-            hmac.finalize(into: UnsafeMutableRawBufferPointer(rebasing: out[macStart..<macStart + macBytes]))
+            Envelope.writeEventMAC(envelope: UnsafeMutableRawBufferPointer(rebasing: out[start..<offsets[i + 1]]),
+                                   headerLength: headerLength, key: eventKey)
         }
         for (slot, offset) in lastMAC.enumerated() where offset >= 0 {
             chains[users.ids[slot]] = Array(UnsafeRawBufferPointer(rebasing: out[offset..<offset + macBytes]))

@@ -15,18 +15,21 @@ public struct SealingKey: Sendable, CustomStringConvertible {
     var heads: SubKey { storage.heads }
     /// Key for compaction snapshots and their per-item records.
     var snapshots: SubKey { storage.snapshots }
+    /// Key for the body MACs of envelope format 3 (MAC only; the body is encrypted under ``events``).
+    var bodies: SubKey { storage.bodies }
 
-    /// The four keys behind one reference: a `SealingKey` is passed to every event's sealing
+    /// The five keys behind one reference: a `SealingKey` is passed to every event's sealing
     /// and opening, and copying four keys with their HMAC states (about a kilobyte, eight
     /// references) was 4% of a fold's time.
     private final class Storage: Sendable {
-        let events: SubKey, checkpoints: SubKey, heads: SubKey, snapshots: SubKey
+        let events: SubKey, checkpoints: SubKey, heads: SubKey, snapshots: SubKey, bodies: SubKey
 
         init(_ userKey: SymmetricCryptoKey) {
             events = SubKey(userKey.derive(info: SealingKey.eventInfo))
             checkpoints = SubKey(userKey.derive(info: SealingKey.checkpointInfo))
             heads = SubKey(userKey.derive(info: SealingKey.headInfo))
             snapshots = SubKey(userKey.derive(info: SealingKey.snapshotInfo))
+            bodies = SubKey(userKey.derive(info: SealingKey.bodyInfo))
         }
     }
     private let storage: Storage
@@ -39,6 +42,8 @@ public struct SealingKey: Sendable, CustomStringConvertible {
     public static let headInfo = "vaultlog.head.v1"
     /// HKDF info for compaction-snapshot keys (part of the format; never change it).
     public static let snapshotInfo = "vaultlog.snapshot.v1"
+    /// HKDF info for the body-MAC keys of envelope format 3 (part of the format; never change it).
+    public static let bodyInfo = "vaultlog.envelope-body.v3"
 
     /// Derives the sealing keys from a user key.
     public init(userKey: SymmetricCryptoKey) {

@@ -34,9 +34,10 @@ struct OpenedEvent: FoldedEvent {
     ///
     /// An operation's small fields sit at the two ends of its canonical body (the date and base
     /// revision before the cipher's JSON, the password flag after it), so only those ends are
-    /// decrypted (``VaultEvent/headBlocks`` and ``VaultEvent/tailBlocks`` AES blocks) once the MAC over the whole
-    /// event has matched; a body of any other shape, or too short, is decrypted whole and read
-    /// as before.
+    /// decrypted (``VaultEvent/headBlocks`` and ``VaultEvent/tailBlocks`` AES blocks) once the
+    /// event MAC has matched (from format 3 it covers those ends, not the cipher between them:
+    /// the body MAC authenticates that part when it is read); a body of any other shape, or
+    /// too short, is decrypted whole (its body MAC checked) and read as before.
     ///
     /// `decryptor`: the block context for the ends, kept for the next event of this thread.
     init(_ event: borrowing EventInPlace, userId: String, decryptor: inout KeyedAESCBC.BlockDecryptor?) {

@@ -36,14 +36,14 @@ import VaultLogTestSupport
         return store
     }
 
-    @Test func newEvents_areFormat2_andEachNamesItsUsersPreviousMAC() throws {
+    @Test func newEvents_areFormat3_andEachNamesItsUsersPreviousMAC() throws {
         let dir = TemporaryDirectory()
         let store = try interleaved(dir)
         let a = try store.envelopes(userId: "user-a")
-        #expect(a.allSatisfy { $0.header.formatVersion == 2 })
+        #expect(a.allSatisfy { $0.header.formatVersion == 3 })
         #expect(a[0].header.previousMAC == Envelope.chainStart)
         for (previous, next) in zip(a, a.dropFirst()) { #expect(next.header.previousMAC.map { $0[...] } == previous.mac) }
-        #expect(try store.storedFormatVersion() == 6, "a new store is format 6 (the user index in a database of its own)")
+        #expect(try store.storedFormatVersion() == 7, "a new store is format 7 (envelope format 3 with its body MACs)")
         #expect(try store.verify(keys: ["user-a": keyA, "user-b": keyB]).isClean)
         #expect(try store.verify().isClean, "the links are checked without a key too")
     }
@@ -224,7 +224,7 @@ import VaultLogTestSupport
         #expect(try old.map { try $0.open(key: keyA) } == (1...4).map { Array("v1-\($0)".utf8) })
         let sequence = try store.append(event(5, user: "user-a"), key: keyA)
         let new = try #require(try store.envelope(at: sequence))
-        #expect(new.header.formatVersion == 2)
+        #expect(new.header.formatVersion == Envelope.currentFormatVersion)
         #expect(new.header.previousMAC.map { $0[...] } == old.last?.mac)
         #expect(try store.envelopes(userId: "user-a", cipherId: "c1").map(\.header.sequence) == [1, 3],
                 "one item's events: the index from the old writer")

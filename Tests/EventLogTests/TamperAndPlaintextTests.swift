@@ -19,15 +19,16 @@ func findAll(_ needle: [UInt8], in haystack: [UInt8]) -> [Int] {
 
 @Suite struct TamperAndPlaintextTests {
     /// Header positions: version, sequence, recordedAt, event type, user id, cipher id;
-    /// body positions: IV, MAC, first and last ciphertext byte.
+    /// body positions: IV, event MAC, body MAC, first and last ciphertext byte (format 3).
     static let positions: [(String, @Sendable (Int, Int) -> Int)] = [
         ("sequence", { _, _ in 9 }), ("recordedAt", { _, _ in 15 }), ("eventType", { _, _ in 19 }),
         ("userId", { _, _ in 22 }), ("cipherId", { h, _ in h - 2 }),
-        ("iv", { h, _ in h + 3 }), ("mac", { h, _ in h + 16 + 5 }), ("ciphertext.first", { h, _ in h + 48 }),
+        ("iv", { h, _ in h + 3 }), ("mac", { h, _ in h + 16 + 5 }), ("bodyMAC", { h, _ in h + 48 + 5 }),
+        ("ciphertext.first", { h, _ in h + 80 }),
         ("ciphertext.last", { _, n in n - 1 }), ("version", { _, _ in 0 }), ("headerLength", { _, _ in 1 }),
     ]
 
-    @Test(arguments: 0..<11)
+    @Test(arguments: 0..<12)
     func flippedByte_isReportedByVerify_andReadFailsClearly(position: Int) throws {
         let (name, offsetOf) = Self.positions[position]
         let dir = TemporaryDirectory()

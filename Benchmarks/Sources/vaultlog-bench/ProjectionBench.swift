@@ -256,19 +256,50 @@ struct ProjectionWorkload {
 
     /// Writes the first `total` events to a new store at `path`, 10,000 a batch, straight into
     /// the event log (already-sealed workload events, no domain checks); the store opened
-    /// afterwards adds its side tables.
-    func write(_ total: Int, to path: String) throws {
+    /// afterwards adds its side tables. `envelopeFormat` below the current one seals each
+    /// event in that older layout (chained, format 2 at least) and puts it as an import
+    /// does: the same log as an older build wrote it, for an A/B of the formats.
+    func write(_ total: Int, to path: String, envelopeFormat: UInt8 = Envelope.currentFormatVersion) throws {
         let log = try EventLogStore(path: path, options: Self.options.eventLog)
         defer { log.close() }
+        guard envelopeFormat < Envelope.currentFormatVersion else {
+            for start in stride(from: 0, to: total, by: 10_000) {
+                try log.append((start..<Swift.min(start + 10_000, total)).map(event), key: sealing)
+            }
+            return
+        }
+        precondition(envelopeFormat >= Envelope.chainedFormatVersion, "older layouts from format 2 (chained)")
+        var previous = Envelope.chainStart
+        var random = SystemRandomNumberGenerator()
         for start in stride(from: 0, to: total, by: 10_000) {
-            try log.append((start..<Swift.min(start + 10_000, total)).map(event), key: sealing)
+            try log.write { txn in
+                for i in start..<Swift.min(start + 10_000, total) {
+                    let new = event(i)
+                    let header = EventHeader(formatVersion: envelopeFormat, sequence: UInt64(i + 1), userId: new.userId,
+                                             cipherId: new.cipherId, eventType: new.eventType,
+                                             recordedAtMillis: new.recordedAtMillis, previousMAC: previous)
+                    let iv = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
+                    let envelope = try Envelope(bytes: Envelope.seal(header: header, body: new.body, key: sealing, iv: iv[...]))
+                    try txn.appendSealed(envelope)
+                    previous = Array(envelope.mac)
+                }
+                // The user's head record, as an older build kept it with every append (the
+                // layout of Docs/EventFormat.md): "VLHD" 0x01 ‖ user ‖ last sequence ‖ chain ‖ MAC.
+                var head = Array("VLHD".utf8) + [1, UInt8(userId.utf8.count)] + Array(userId.utf8)
+                withUnsafeBytes(of: UInt64(Swift.min(start + 10_000, total)).bigEndian) { head += $0 }
+                head += previous
+                var mac = KeyedHMACSHA256(key: userKey.derive(info: SealingKey.headInfo).macKey)
+                mac.update(data: head)
+                try txn.putSealedHead(userId: userId, bytes: head + mac.finalize())
+            }
         }
     }
 }
 
-/// `vaultlog-bench profile-fold DIR [--events N] [--headers | --floor [--mac]] [--rounds R]`: a loop to run under a
-/// profiler. Writes group 3's workload of N events (default 1,000,000) to DIR unless a store
-/// is there (the key and ids are fixed, so a second run only folds), then folds it R times
+/// `vaultlog-bench profile-fold DIR [--events N] [--envelope-format F] [--headers | --floor [--mac]] [--rounds R]`:
+/// a loop to run under a profiler. Writes group 3's workload of N events (default 1,000,000)
+/// to DIR unless a store is there (the key and ids are fixed, so a second run only folds; with
+/// `--envelope-format 2`, sealed in that older layout), then folds it R times
 /// (default 3) without checkpoints: the full fold, with `--headers` the header fold, or with
 /// `--floor` only its crypto floor (every event's MAC checked and body decrypted, in memory;
 /// with `--mac` the MACs alone).
@@ -280,7 +311,8 @@ func runProfileFold(arguments: [String]) throws {
     let workload = try ProjectionWorkload(userKey: key, items: ids.count, ids: ids)
     if !FileManager.default.fileExists(atPath: dir + "/data.mdb") {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try workload.write(total, to: dir)
+        try workload.write(total, to: dir, envelopeFormat: UInt8(intOption("--envelope-format", in: arguments,
+                                                                           default: Int(Envelope.currentFormatVersion))))
     }
     var options = ProjectionWorkload.options
     options.pendingCheckpointInterval = 0
