@@ -10,7 +10,7 @@ import VaultCrypto
 /// ```
 /// [version u8][headerLength u8][sequence u64 BE][recordedAt i64 BE ms][eventType u16 BE]
 /// [userIdLength u8][userId][cipherIdLength u8][cipherId]([previousMAC 32] from v2)
-///   |  [iv 16][mac 32]([bodyMAC 32] from v3)[ciphertext 16·n]
+///   |  [iv 16][mac 32]([bodyMAC 16] from v3)[ciphertext 16·n]
 /// ```
 ///
 /// Up to format 2 the MAC covers header ‖ IV ‖ ciphertext. From format 3 a body MAC covers
@@ -226,9 +226,10 @@ public struct Envelope: Sendable {
         }
         let headerLength = out.count
         let ciphertext = try encrypt(body, key: key.events, iv: iv)
-        out.reserveCapacity(headerLength + ivBytes + 2 * macBytes + ciphertext.count)
+        let macs = macBytes + bodyMACLength
+        out.reserveCapacity(headerLength + ivBytes + macs + ciphertext.count)
         out.append(contentsOf: iv)
-        out.append(contentsOf: repeatElement(0, count: 2 * macBytes))
+        out.append(contentsOf: repeatElement(0, count: macs))
         out.append(contentsOf: ciphertext)
         out.withUnsafeMutableBytes { envelope in
             writeBodyMAC(envelope: envelope, headerLength: headerLength, key: key.bodies)

@@ -84,7 +84,7 @@ final class SealedBatch: @unchecked Sendable {
             let length = try Envelope.headerLength(header(i))
             offsets.append(total)
             headerLengths.append(length)
-            total += length + ivBytes + 2 * macBytes + AESCBC.ciphertextCount(plaintextCount: events[i].body.count)
+            total += length + ivBytes + macBytes + Envelope.bodyMACLength + AESCBC.ciphertextCount(plaintextCount: events[i].body.count)
         }
         offsets.append(total)
         // New events are written in the current format, which chains each to the one before.
@@ -102,7 +102,7 @@ final class SealedBatch: @unchecked Sendable {
         let lengths = headerLengths, ends = offsets
         parallelForEach(count: events.count, threshold: parallelThreshold) { i in
             let start = ends[i], headerLength = lengths[i]
-            let ivStart = start + headerLength, ctStart = ivStart + ivBytes + 2 * macBytes
+            let ivStart = start + headerLength, ctStart = ivStart + ivBytes + macBytes + Envelope.bodyMACLength
             Envelope.writeHeader(header(i), length: headerLength, to: UnsafeMutableRawBufferPointer(rebasing: out[start..<ivStart]))
             ivs.withUnsafeBytes { all in
                 let iv = UnsafeRawBufferPointer(rebasing: all[16 * i..<16 * i + 16])

@@ -98,7 +98,7 @@ struct IntegrityCommandTests {
         let path = (dir as NSString).appendingPathComponent("data.mdb")
         var data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         let headerLength = Int(envelope[1])
-        let offsetInEnvelope = headerLength + 16 + 64 + 5 // a ciphertext byte (after the IV and the two MACs of format 3)
+        let offsetInEnvelope = headerLength + 16 + 32 + 16 + 5 // a ciphertext byte (after the IV and the two MACs of format 3)
         var flipped = 0
         var start = 0
         while start + envelope.count <= data.count {

@@ -29,12 +29,12 @@ import VaultLogTestSupport
         let bytes = try Envelope.seal(header: header, body: Self.body, key: keyA, iv: iv[...])
         let h = try Envelope.encodeHeader(header).count
         #expect(bytes[0] == 3 && Envelope.currentFormatVersion == 3)
-        let ciphertext = Array(bytes[(h + 80)...])
-        #expect(ciphertext.count == 1008 && bytes.count == h + 16 + 32 + 32 + 1008)
+        let ciphertext = Array(bytes[(h + 64)...])
+        #expect(ciphertext.count == 1008 && bytes.count == h + 16 + 32 + 16 + 1008)
         #expect(Array(bytes[h..<h + 16]) == iv)
         let eventKey = Self.userKey.derive(info: "vaultlog.envelope.v1"), bodyKey = Self.userKey.derive(info: "vaultlog.envelope-body.v3")
-        let bodyMAC = Self.hmac(bodyKey, iv, ciphertext)
-        #expect(Array(bytes[(h + 48)..<(h + 80)]) == bodyMAC)
+        let bodyMAC = Array(Self.hmac(bodyKey, iv, ciphertext).prefix(16))
+        #expect(Array(bytes[(h + 48)..<(h + 64)]) == bodyMAC, "HMAC-SHA256 truncated to 16 bytes")
         let length = withUnsafeBytes(of: UInt64(ciphertext.count).bigEndian) { Array($0) }
         let eventMAC = Self.hmac(eventKey, Array(bytes[0..<h]), iv, length, bodyMAC, Array(ciphertext.prefix(128)), Array(ciphertext.suffix(64)))
         #expect(Array(bytes[(h + 16)..<(h + 48)]) == eventMAC)
@@ -43,9 +43,9 @@ import VaultLogTestSupport
         #expect(try envelope.open(key: keyA) == Self.body)
         // A short body is covered whole, each byte once.
         let short = try Envelope.seal(header: header, body: Array(Self.body.prefix(170)), key: keyA, iv: iv[...])
-        let shortCiphertext = Array(short[(h + 80)...])
+        let shortCiphertext = Array(short[(h + 64)...])
         #expect(shortCiphertext.count == 176)
-        let shortBodyMAC = Self.hmac(bodyKey, iv, shortCiphertext)
+        let shortBodyMAC = Array(Self.hmac(bodyKey, iv, shortCiphertext).prefix(16))
         let shortLength = withUnsafeBytes(of: UInt64(176).bigEndian) { Array($0) }
         #expect(Array(short[(h + 16)..<(h + 48)]) == Self.hmac(eventKey, Array(short[0..<h]), iv, shortLength, shortBodyMAC, shortCiphertext))
     }
@@ -58,7 +58,7 @@ import VaultLogTestSupport
         try store.environment.write { txn in
             var bytes = try #require(try txn.get(store.events, key: sequenceKey(2)))
             let h = try Envelope.parseHeader(bytes).length
-            change(&bytes, h + 80)
+            change(&bytes, h + 64)
             try txn.put(store.events, key: sequenceKey(2), value: bytes)
         }
         return store
@@ -120,7 +120,7 @@ import VaultLogTestSupport
             case "head": bytes[ct + 100] ^= 1
             case "tail": bytes[bytes.count - 60] ^= 1
             case "bodyMAC": bytes[ct - 10] ^= 1
-            case "iv": bytes[ct - 70] ^= 1
+            case "iv": bytes[ct - 60] ^= 1
             default: bytes.removeSubrange((ct + 480)..<(ct + 496))
             }
         }

@@ -24,7 +24,7 @@ func findAll(_ needle: [UInt8], in haystack: [UInt8]) -> [Int] {
         ("sequence", { _, _ in 9 }), ("recordedAt", { _, _ in 15 }), ("eventType", { _, _ in 19 }),
         ("userId", { _, _ in 22 }), ("cipherId", { h, _ in h - 2 }),
         ("iv", { h, _ in h + 3 }), ("mac", { h, _ in h + 16 + 5 }), ("bodyMAC", { h, _ in h + 48 + 5 }),
-        ("ciphertext.first", { h, _ in h + 80 }),
+        ("ciphertext.first", { h, _ in h + 64 }),
         ("ciphertext.last", { _, n in n - 1 }), ("version", { _, _ in 0 }), ("headerLength", { _, _ in 1 }),
     ]
 
