@@ -61,9 +61,8 @@ extension Envelope {
     /// its event MAC and body MAC (format 3). `raw`'s framing must have been checked
     /// (``checkBody(count:headerLength:version:sequence:)``).
     static func eventMatches(raw: UnsafeRawBufferPointer, headerLength: Int, version: UInt8, key: SealingKey) -> Bool {
-        guard version >= bodyMACFormatVersion else { return macMatches(raw: raw, headerLength: headerLength, key: key.events) }
-        return eventMACMatches(raw: raw, headerLength: headerLength, key: key.events)
-            && bodyMACMatches(raw: raw, headerLength: headerLength, key: key.bodies)
+        eventMACMatches(raw: raw, headerLength: headerLength, version: version, key: key)
+            && (version < bodyMACFormatVersion || bodyMACMatches(raw: raw, headerLength: headerLength, key: key.bodies))
     }
 
     /// What a reader of the body's covered ends relies on: the one MAC (formats 1 and 2), or the

@@ -309,10 +309,15 @@ func runProfileFold(arguments: [String]) throws {
     let key = try SymmetricCryptoKey(bytes: (0..<64).map { UInt8($0) })
     let ids = (0..<1000).map { String(format: "00000000-0000-4000-8000-%012d", $0) }
     let workload = try ProjectionWorkload(userKey: key, items: ids.count, ids: ids)
+    let format = intOption("--envelope-format", in: arguments, default: Int(Envelope.currentFormatVersion))
+    guard (Int(Envelope.chainedFormatVersion)...Int(Envelope.currentFormatVersion)).contains(format) else {
+        throw BenchError("--envelope-format \(format): this build writes envelope formats \(Envelope.chainedFormatVersion) to \(Envelope.currentFormatVersion)")
+    }
     if !FileManager.default.fileExists(atPath: dir + "/data.mdb") {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try workload.write(total, to: dir, envelopeFormat: UInt8(intOption("--envelope-format", in: arguments,
-                                                                           default: Int(Envelope.currentFormatVersion))))
+        try workload.write(total, to: dir, envelopeFormat: UInt8(format))
+    } else if arguments.contains("--envelope-format") {
+        progress("profile-fold: \(dir) already holds a store; folding it as it is (--envelope-format applies to a new one)")
     }
     var options = ProjectionWorkload.options
     options.pendingCheckpointInterval = 0
