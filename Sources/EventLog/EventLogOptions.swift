@@ -22,8 +22,8 @@ public struct EventLogOptions: Sendable {
     /// 0 indexes every event's item with the event.
     public var itemIndexMergeInterval = 32_768
 
-    /// Called inside the upcast of a format 1–5 store with the number of user entries moved so
-    /// far; an error it throws aborts the upcast's transaction (tests: an upcast cut short
+    /// Called inside the upcast of an older store with the number of index entries moved so far
+    /// (a format 1–5 store's user entries, then a format 5–7 store's item entries); an error it throws aborts the upcast's transaction (tests: an upcast cut short
     /// leaves the old store).
     package var upcastInterruption: (@Sendable (_ moved: Int) throws -> Void)?
 

@@ -45,10 +45,10 @@ extension EventLogStore {
         return moved
     }
 
-    /// Refuses a read-only open of a store older than ``userDatabaseFormatVersion``: it has no
-    /// `users` database, and a read-only open cannot make it.
+    /// Refuses a read-only open of a store older than ``ItemIndex/formatVersion``: it has no
+    /// `items` database (nor, before format 6, `users`), and a read-only open cannot make it.
     static func checkReadable(path: String, stored: Int?) throws {
-        if let stored, stored < userDatabaseFormatVersion {
+        if let stored, stored < ItemIndex.formatVersion {
             throw EventLogError.olderStoreFormat(path: path, found: stored, current: storeFormatVersion)
         }
     }

@@ -17,9 +17,9 @@ import VaultCrypto
 /// ```
 ///
 /// Databases: `events` (big-endian `UInt64` sequence → envelope, appended with `MDB_APPEND`),
-/// `users` (user → its sequences, ``UserIndex``), `index` (merge generation + user + cipher →
-/// sequences, up to `meta["itemIndexedThrough"]`, and user + cipher → sequences in a store of
-/// format 1–4),
+/// `users` (user → its sequences, ``UserIndex``), `items` (merge generation + user + cipher →
+/// sequences, up to `meta["itemIndexedThrough"]`, ``ItemIndex``), `index` (user + cipher →
+/// sequences in a store of format 1–4),
 /// `checkpoints` (sealed projections), `meta` (format version).
 /// The domain adds its own tables with ``openSideTable(_:)`` and writes them together with
 /// events in one transaction through ``write(_:)``.
@@ -47,7 +47,11 @@ public final class EventLogStore: Sendable {
     /// 7: new events are written in envelope format 3 (a body MAC beside the event MAC,
     /// `Envelope+BodyMAC.swift`); an older build would refuse each new event as a newer
     /// envelope. Nothing is rewritten: a format 6 store's events stay format 2 and read as before.
-    public static let storeFormatVersion = 7
+    /// 8: the item index is the `items` database (``ItemIndex``: one key per merge and item,
+    /// its sequences packed as 8-byte values); an older build would find no item's merged events.
+    /// A format 5–7 store opened writable is upcast in one transaction (its `0x03` entries move
+    /// from `index` to `items`); opened read-only it is refused, as a format 1–5 store is.
+    public static let storeFormatVersion = 8
 
     /// The LMDB environment: the package's own plumbing, never API (``StorageOptions`` opens
     /// it, ``sizes()`` reports on it).
@@ -58,6 +62,8 @@ public final class EventLogStore: Sendable {
     let index: Database
     /// The user index (``UserIndex``).
     let users: Database
+    /// The item index (``ItemIndex``).
+    let items: Database
     let checkpoints: Database
     let meta: Database
     /// Per user, the sealed head record (last sequence and chain value); nil only in a store
@@ -105,12 +111,18 @@ public final class EventLogStore: Sendable {
                 // and `snapshots` databases and the item index mark change together; no event
                 // is rewritten.
                 let metaDatabase = meta, eventsDatabase = events, indexDatabase = index
-                (heads, snapshots, users) = try environment.write { txn in
+                (heads, snapshots, users, items) = try environment.write { txn in
                     let heads = try txn.openDatabase("heads", create: true)
                     let snapshots = try txn.openDatabase("snapshots", create: true)
                     let users = try txn.openDatabase(UserIndex.databaseName, create: true, fixedSizeDuplicates: true)
+                    let items = try txn.openDatabase(ItemIndex.databaseName, create: true, fixedSizeDuplicates: true)
+                    var moved = 0
                     if let stored, stored < Self.userDatabaseFormatVersion {
-                        _ = try Self.moveUserEntries(txn, index: indexDatabase, users: users, interruption: options.upcastInterruption)
+                        moved = try Self.moveUserEntries(txn, index: indexDatabase, users: users, interruption: options.upcastInterruption)
+                    }
+                    if let stored, stored < ItemIndex.formatVersion {
+                        _ = try Self.moveItemEntries(txn, index: indexDatabase, items: items, movedBefore: moved,
+                                                     interruption: options.upcastInterruption)
                     }
                     if stored != Self.storeFormatVersion {
                         try txn.put(metaDatabase, key: Array("format".utf8), value: [UInt8(Self.storeFormatVersion)])
@@ -123,14 +135,15 @@ public final class EventLogStore: Sendable {
                         }
                         try txn.put(metaDatabase, key: LogReader.itemIndexedThroughKey, value: sequenceKey(stored == nil ? 0 : indexed))
                     }
-                    return (heads, snapshots, users)
+                    return (heads, snapshots, users, items)
                 }
                 if let stored, stored < Self.storeFormatVersion {
                     options.logger.info("store upcast", metadata: ["path": "\(path)", "from": "\(stored)", "to": "\(Self.storeFormatVersion)"])
                 }
             } else {
                 try Self.checkReadable(path: path, stored: stored)
-                users = try environment.openExistingDatabases([UserIndex.databaseName])[0]
+                let indexes = try environment.openExistingDatabases([UserIndex.databaseName, ItemIndex.databaseName])
+                (users, items) = (indexes[0], indexes[1])
                 heads = (try? environment.openExistingDatabases(["heads"]))?.first
                 snapshots = (try? environment.openExistingDatabases(["snapshots"]))?.first
             }
@@ -164,7 +177,7 @@ public final class EventLogStore: Sendable {
     /// Opens (creating) a domain database in this environment; the domain's own are
     /// ``SideTable``s (``openSideTable(_:)``).
     package func openDatabase(_ name: String) throws -> Database {
-        precondition(!["events", "index", "checkpoints", "meta", "heads", "snapshots", UserIndex.databaseName].contains(name), "\(name) is reserved by EventLog")
+        precondition(!["events", "index", "checkpoints", "meta", "heads", "snapshots", UserIndex.databaseName, ItemIndex.databaseName].contains(name), "\(name) is reserved by EventLog")
         return try environment.openDatabase(name, create: !environment.options.readOnly)
     }
 

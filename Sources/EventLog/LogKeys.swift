@@ -165,7 +165,7 @@ struct BatchIndexEntries: Sendable {
 /// and a dictionary keyed by each one's prefix built as an array spent most of the merge
 /// allocating and hashing those arrays.
 struct ItemPrefixTable {
-    /// What every prefix starts with (``IndexKey/generationPrefix(_:)`` of the merge).
+    /// What every prefix starts with (``ItemIndex/generationKey(_:)`` of the merge).
     let head: [UInt8]
     /// Prefix of group `g`: `head` then the user and cipher ids (``IndexKey/itemPrefix(head:user:cipher:)``).
     private(set) var prefixes: [[UInt8]] = []
@@ -241,17 +241,14 @@ enum IndexKey {
         return cipherUserPrefix(user) + [UInt8(truncatingIfNeeded: c.count)] + c
     }
 
-    /// Item entries written by merges (store format 5): `0x03 ‖ generation(8, BE) ‖ userLength
-    /// ‖ user ‖ cipherLength ‖ cipher ‖ sequence(8, BE)`. A merge's generation is the first
-    /// sequence it covers, so each merge's entries sort after every earlier one's and are
-    /// appended at the end of the index (a merge by (user, item) first touched a leaf per item).
+    /// Item entries written by merges in a store of format 5–7: `0x03 ‖ generation(8, BE) ‖
+    /// userLength ‖ user ‖ cipherLength ‖ cipher ‖ sequence(8, BE)`, one key per event. Since
+    /// format 8 a merge writes `items` instead (``ItemIndex``), and the upcast moves these there.
     /// The `0x02` entries without a generation are those of format 1–4 stores, still read.
     static let itemTag: UInt8 = 0x03
 
-    /// `0x03 ‖ generation`: what every entry of one merge starts with.
-    static func generationPrefix(_ generation: UInt64) -> [UInt8] { [itemTag] + sequenceKey(generation) }
-
-    /// `head` (``generationPrefix(_:)``) then the user and cipher ids, length-prefixed.
+    /// `head` (a merge's ``ItemIndex/generationKey(_:)``) then the user and cipher ids,
+    /// length-prefixed: an ``ItemIndex`` key.
     static func itemPrefix(head: [UInt8], user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> [UInt8] {
         var out = head
         out.reserveCapacity(head.count + 2 + user.count + cipher.count)
@@ -262,21 +259,9 @@ enum IndexKey {
         return out
     }
 
-    /// `0x03 ‖ generation ‖ userLength ‖ user`: one user's entries of one merge.
-    static func itemUserPrefix(_ generation: UInt64, _ user: String) -> [UInt8] {
-        let u = Array(user.utf8)
-        return generationPrefix(generation) + [UInt8(truncatingIfNeeded: u.count)] + u
-    }
-
-    /// ``itemPrefix(head:user:cipher:)`` of string ids.
-    static func itemPrefix(_ generation: UInt64, _ user: String, _ cipher: String) -> [UInt8] {
-        let c = Array(cipher.utf8)
-        return itemUserPrefix(generation, user) + [UInt8(truncatingIfNeeded: c.count)] + c
-    }
-
-    /// A merge's entry for one event.
-    static func item(_ generation: UInt64, _ user: String, _ cipher: String, _ sequence: UInt64) -> [UInt8] {
-        itemPrefix(generation, user, cipher) + sequenceKey(sequence)
+    /// A format 5–7 store's entry for one event (``itemTag``).
+    static func formerItem(_ generation: UInt64, _ user: String, _ cipher: String, _ sequence: UInt64) -> [UInt8] {
+        [itemTag] + ItemIndex.key(generation, user, cipher) + sequenceKey(sequence)
     }
 
     /// The merge generation that holds the entry of event `sequence`: the last of `generations`

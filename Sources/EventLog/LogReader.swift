@@ -116,7 +116,7 @@ public struct LogReader {
 
     /// Sequences of a user's events (or of one cipher's), in order, after `after`. One cipher's
     /// come from the item index up to ``itemIndexedThrough()`` (the entries of a format 1–4
-    /// store, then each merge's, one seek per merge) and from the headers of the events after it.
+    /// store in `index`, then each merge's in `items`, one seek per merge) and from the headers of the events after it.
     public func sequences(userId: String, cipherId: String?, after: UInt64 = 0) throws -> [UInt64] {
         guard after < .max else { return [] }
         guard let cipherId else {
@@ -128,7 +128,7 @@ public struct LogReader {
         var out: [UInt64] = []
         try collect(under: IndexKey.cipherPrefix(userId, cipherId), after: after, through: indexedThrough, into: &out)
         for generation in try itemGenerations() {
-            try collect(under: IndexKey.itemPrefix(generation, userId, cipherId), after: after, through: indexedThrough, into: &out)
+            try collectItemEntries(under: ItemIndex.key(generation, userId, cipherId), after: after, through: indexedThrough, into: &out)
         }
         if indexedThrough < .max {
             try forEachUnindexedItemEvent(after: Swift.max(after, indexedThrough)) { sequence, user, cipher in
@@ -147,23 +147,6 @@ public struct LogReader {
             out.append(sequence)
             return true
         }
-    }
-
-    /// The generations of the item index's merges that have entries, in order (see
-    /// ``IndexKey/itemTag``): one seek per merge.
-    func itemGenerations() throws -> [UInt64] {
-        var out: [UInt64] = []
-        try transaction.withCursor(store.index) { cursor in
-            var next: UInt64 = 0
-            while let entry = try cursor.seek(atOrAfter: IndexKey.generationPrefix(next)),
-                  entry.key.count >= 9, entry.key[0] == IndexKey.itemTag {
-                let generation = readBE(entry.key, at: 1, as: UInt64.self)
-                out.append(generation)
-                guard generation < .max else { break }
-                next = generation + 1
-            }
-        }
-        return out
     }
 
     /// Calls `body` with the sequence, user id and cipher id (UTF-8, valid during the call) of

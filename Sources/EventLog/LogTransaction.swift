@@ -83,16 +83,6 @@ public struct LogTransaction {
         return sequences
     }
 
-    /// Puts `entries` (in key order); with `append`, each at the end of the index (every key
-    /// must sort after the index's last: LMDB then fills each page instead of splitting it in half).
-    private func putIndexEntries(_ entries: GroupedIndexEntries, adding offset: UInt64, append: Bool = false) throws {
-        try transaction.withCursor(store.index) { cursor in
-            try entries.forEachKey(adding: offset) { key in
-                try cursor.put(key: key, value: UnsafeRawBufferPointer(start: nil, count: 0), flags: append ? .append : [])
-            }
-        }
-    }
-
     /// Brings the item index up to date when ``EventLogOptions/itemIndexMergeInterval`` events
     /// or more are past ``LogReader/itemIndexedThrough()``: each event after the mark gets its
     /// entry under the merge's generation, its user and its item, in key order, and the mark
@@ -108,9 +98,9 @@ public struct LogTransaction {
     }
 
     /// Puts the item index entries of the events in `after + 1 ... last` under generation
-    /// `after + 1` (see ``IndexKey/itemTag``) and moves the mark to `last`.
+    /// `after + 1` (see ``ItemIndex``) and moves the mark to `last`.
     func mergeItemIndex(after: UInt64, through last: UInt64) throws {
-        let head = IndexKey.generationPrefix(after + 1)
+        let head = ItemIndex.generationKey(after + 1)
         var table = ItemPrefixTable(head: head)
         var groups: [Int32] = [], sequences: [UInt64] = []
         try reader.forEachUnindexedItemEvent(after: after) { sequence, user, cipher in
@@ -119,12 +109,12 @@ public struct LogTransaction {
             sequences.append(sequence)
         }
         // The generation is past every earlier merge's (a logout that brought the mark back
-        // removed the entries after it), so the entries go at the index's end; checked, as a
-        // damaged index could hold a later key, and then they are put in place.
-        let atEnd = try transaction.withCursor(store.index) { cursor in
+        // removed the entries after it), so the entries go at the item index's end; checked,
+        // as a damaged index could hold a later key, and then they are put in place.
+        let atEnd = try transaction.withCursor(store.items) { cursor in
             try cursor.last().map { $0.key.lexicographicallyPrecedes(head) } ?? true
         }
-        try putIndexEntries(GroupedIndexEntries(prefixes: table.prefixes, groups: groups, values: sequences), adding: 0, append: atEnd)
+        try putItemEntries(GroupedIndexEntries(prefixes: table.prefixes, groups: groups, values: sequences), atEnd: atEnd)
         try transaction.put(store.meta, key: LogReader.itemIndexedThroughKey, value: sequenceKey(last))
     }
 
@@ -178,11 +168,8 @@ public struct LogTransaction {
         let sequences = try reader.sequences(userId: userId, cipherId: nil)
         for sequence in sequences { try transaction.delete(store.events, key: sequenceKey(sequence)) }
         try deleteUserEntries(userId: userId)
-        var prefixes = [IndexKey.cipherUserPrefix(userId)]
-        for generation in try reader.itemGenerations() {
-            prefixes.append(IndexKey.itemUserPrefix(generation, userId))
-        }
-        for prefix in prefixes { try deleteAll(in: store.index, withPrefix: prefix) }
+        try deleteAll(in: store.index, withPrefix: IndexKey.cipherUserPrefix(userId))
+        try deleteItemEntries(userId: userId, generations: try reader.itemGenerations())
         try deleteAll(in: store.checkpoints, withPrefix: IndexKey.checkpointPrefix(userId))
         if let heads = store.heads { try transaction.delete(heads, key: IndexKey.checkpointPrefix(userId)) }
         if let snapshots = store.snapshots {

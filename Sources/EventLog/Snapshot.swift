@@ -258,7 +258,7 @@ extension LogTransaction {
             if try deleteUserEntry(userId: userId, sequence: sequence) { counts.removedIndexEntries += 1 }
             guard !cipher.isEmpty else { continue }
             if let generation = IndexKey.generation(of: sequence, in: generations),
-               try transaction.delete(store.index, key: IndexKey.item(generation, userId, cipher, sequence)) {
+               try deleteItemEntry(generation: generation, userId: userId, cipherId: cipher, sequence: sequence) {
                 counts.removedIndexEntries += 1
             } else if try transaction.delete(store.index, key: IndexKey.cipher(userId, cipher, sequence)) {
                 counts.removedIndexEntries += 1

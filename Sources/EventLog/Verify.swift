@@ -99,9 +99,9 @@ extension EventLogStore {
                             message: "no user index entry for user \(header.userId)"))
                     }
                     if !header.cipherId.isEmpty, sequence <= itemIndexedThrough,
-                       try IndexKey.generation(of: sequence, in: generations).map({
-                           try reader.transaction.get(index, key: IndexKey.item($0, header.userId, header.cipherId, sequence))
-                       }) == nil,
+                       try !(IndexKey.generation(of: sequence, in: generations).map({
+                           try reader.hasItemEntry(generation: $0, userId: header.userId, cipherId: header.cipherId, at: sequence)
+                       }) ?? false),
                        try reader.transaction.get(index, key: IndexKey.cipher(header.userId, header.cipherId, sequence)) == nil {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .missingIndexEntry,
                             message: "no cipher index entry for cipher \(header.cipherId)"))
@@ -137,6 +137,16 @@ extension EventLogStore {
                     return true
                 }
                 try check(user: user, cipher: nil, sequence: readBE(value, at: 0, as: UInt64.self))
+                return true
+            }
+            try reader.forEachItemIndexEntry { parts, key, value in
+                report.indexEntriesChecked += 1
+                guard let parts, value.count == 8, parts.generation <= readBE(value, at: 0, as: UInt64.self) else {
+                    report.problems.append(VerifyProblem(sequence: nil, kind: .malformedIndexEntry,
+                        message: "item index entry (key of \(key.count) bytes, value of \(value.count)) does not parse"))
+                    return true
+                }
+                try check(user: parts.user, cipher: parts.cipher, sequence: readBE(value, at: 0, as: UInt64.self))
                 return true
             }
             try reader.transaction.scan(index) { key, _ in

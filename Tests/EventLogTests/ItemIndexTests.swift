@@ -129,7 +129,7 @@ import VaultLogTestSupport
     /// tells apart ids that share bytes (a user id that is another's prefix, the same item id
     /// under two users, empty ids).
     @Test func mergeGroups_oneNumberPerUserAndItem() {
-        var table = ItemPrefixTable(head: IndexKey.generationPrefix(7))
+        var table = ItemPrefixTable(head: ItemIndex.generationKey(7))
         let users = ["u", "u1", "u12", "", "user-" + String(repeating: "x", count: 90)]
         let items = (0..<2_000).map { "item-\($0)" } + ["", "u1"]
         var numbers: [String: Int32] = [:]
@@ -145,7 +145,7 @@ import VaultLogTestSupport
         #expect(table.prefixes.count == numbers.count)
         for (name, group) in numbers {
             let parts = name.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
-            #expect(table.prefixes[Int(group)] == IndexKey.itemPrefix(7, parts[0], parts[1]), "\(name)")
+            #expect(table.prefixes[Int(group)] == ItemIndex.key(7, parts[0], parts[1]), "\(name)")
         }
     }
 
@@ -171,15 +171,13 @@ import VaultLogTestSupport
             for user in Self.users { try store.append(batch(user, 70), key: key(of: user)) }
             try store.environment.write { txn in
                 var entries: [[UInt8]] = []
-                try txn.scan(store.index, from: [IndexKey.itemTag]) { k, _ in
-                    entries.append(Array(k))
+                try txn.scan(store.items) { k, v in
+                    entries.append(Array(k[8...]) + Array(v))   // without the generation
                     return true
                 }
                 #expect(entries.count == withItem, "one merged entry per event with an item")
-                for k in entries {
-                    _ = try txn.delete(store.index, key: k)
-                    try txn.put(store.index, key: [IndexKey.cipherTag] + k[9...], value: [])
-                }
+                for entry in entries { try txn.put(store.index, key: [IndexKey.cipherTag] + entry, value: []) }
+                try txn.dropDatabase(store.items)
                 try txn.put(store.meta, key: Array("format".utf8), value: [4])
             }
             store.environment.close()
@@ -216,13 +214,18 @@ import VaultLogTestSupport
         #expect(IndexKey.generation(of: 5, in: []) == nil)
 
         func parse(_ key: [UInt8]) -> (user: String, cipher: String?, sequence: UInt64)? { key.withUnsafeBytes { IndexKey.parse($0) } }
-        let merged = IndexKey.item(33, "user-a", "item-7", 40)
-        #expect(merged.starts(with: IndexKey.itemUserPrefix(33, "user-a")))
-        #expect(merged.starts(with: IndexKey.itemPrefix(33, "user-a", "item-7")))
+        let key = ItemIndex.key(33, "user-a", "item-7")
+        #expect(key.starts(with: ItemIndex.userPrefix(33, "user-a")) && key.starts(with: ItemIndex.generationKey(33)))
+        #expect(key.withUnsafeBytes { ItemIndex.parse($0) }.map { ["\($0.generation)", $0.user, $0.cipher] } == ["33", "user-a", "item-7"])
+        #expect(Array(key.dropLast()).withUnsafeBytes { ItemIndex.parse($0) } == nil, "truncated")
+        #expect((key + [0]).withUnsafeBytes { ItemIndex.parse($0) } == nil, "a byte too many")
+        #expect(ItemIndex.key(33, "", "").withUnsafeBytes { ItemIndex.parse($0) }.map { [$0.user, $0.cipher] } == ["", ""])
+        // A format 5–7 store's entry (one key per event), as the upcast reads it.
+        let merged = IndexKey.formerItem(33, "user-a", "item-7", 40)
         #expect(parse(merged).map { [$0.user, $0.cipher ?? "-", "\($0.sequence)"] } == ["user-a", "item-7", "40"])
         #expect(parse(IndexKey.cipher("user-a", "item-7", 40)).map { [$0.user, $0.cipher ?? "-", "\($0.sequence)"] } == ["user-a", "item-7", "40"])
         #expect(parse(IndexKey.user("user-a", 40)).map { [$0.user, $0.cipher ?? "-", "\($0.sequence)"] } == ["user-a", "-", "40"])
-        #expect(parse(IndexKey.item(41, "user-a", "item-7", 40)) == nil, "a generation after its own sequence")
+        #expect(parse(IndexKey.formerItem(41, "user-a", "item-7", 40)) == nil, "a generation after its own sequence")
         #expect(parse(Array(merged.dropLast())) == nil, "truncated")
         #expect(parse(Array(merged.prefix(9))) == nil, "a generation alone")
     }
@@ -234,14 +237,14 @@ import VaultLogTestSupport
         let dir = TemporaryDirectory()
         var random = SplitMix64(seed: 12)
         let store = try openStore(dir, itemIndexMergeInterval: 10)
-        let stray = IndexKey.item(.max - 1, "user-z", "item-z", .max)
-        try store.environment.write { try $0.put(store.index, key: stray, value: []) }
+        let stray = ItemIndex.key(.max - 1, "user-z", "item-z")
+        try store.environment.write { try $0.put(store.items, key: stray, value: sequenceKey(.max)) }
         for n in 1...45 {
             let e = randomEvent(n, random: &random)
             try store.append(e, key: key(of: e.userId))
         }
         #expect(try store.read { try $0.itemIndexedThrough() } >= 40, "merged past the stray key")
-        try store.environment.write { _ = try $0.delete(store.index, key: stray) }
+        try store.environment.write { _ = try $0.delete(store.items, key: stray, value: sequenceKey(.max)) }
         try checkEveryItem(store, interval: 10, appended: true, random: &random, "after the stray key")
     }
 

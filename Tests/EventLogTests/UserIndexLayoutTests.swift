@@ -140,7 +140,8 @@ import VaultLogTestSupport
     // MARK: Format 5 stores
 
     /// Rewrites a store written by this build as a format 5 writer left it: every user entry a
-    /// key `0x01 ‖ userLength ‖ user ‖ sequence` of `index`, no `users` database, marker 5.
+    /// key `0x01 ‖ userLength ‖ user ‖ sequence` of `index`, no `users` database, each item
+    /// entry a `0x03` key of `index`, no `items` database, marker 5.
     static func rewriteAsFormat5(_ store: EventLogStore) throws {
         try store.environment.write { txn in
             var entries: [(String, UInt64)] = []
@@ -150,6 +151,14 @@ import VaultLogTestSupport
             }
             for (user, sequence) in entries { try txn.put(store.index, key: IndexKey.user(user, sequence), value: []) }
             try txn.dropDatabase(store.users)
+            // Item entries as format 5–7 kept them (one `0x03` key of `index` per event).
+            var items: [[UInt8]] = []
+            try txn.scan(store.items) { key, value in
+                items.append(Array(key) + Array(value))
+                return true
+            }
+            for item in items { try txn.put(store.index, key: [IndexKey.itemTag] + item, value: []) }
+            try txn.dropDatabase(store.items)
             try txn.put(store.meta, key: Array("format".utf8), value: [5])
         }
         store.close()

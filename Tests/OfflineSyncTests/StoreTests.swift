@@ -509,6 +509,21 @@ struct XorShift {
         #expect(try VaultEvent.encode(.operation(body)) == whole)
     }
 
+    /// The splice point is the marker's last occurrence (a base's unknown fields may hold the
+    /// same bytes earlier): found at the start, the middle and the end, the later of two, and
+    /// nowhere in bytes that lack it or are shorter than it.
+    @Test func spliceMarker_isFoundAtItsLastOccurrence() {
+        let marker = Array(",\"p\":".utf8)
+        func at(_ text: String) -> Int? { VaultEvent.lastOffset(of: marker, in: Array(text.utf8)) }
+        #expect(at(",\"p\":1}") == 0)
+        #expect(at("{\"a\":2,\"p\":1}") == 6)
+        #expect(at("{\"a\":2,\"p\":") == 6)
+        #expect(at("{,\"p\":0,\"p\":1}") == 7)
+        #expect(at("{\"a\":2,\"q\":1}") == nil)
+        #expect(at(",\"p\"") == nil)
+        #expect(at("") == nil)
+    }
+
     /// The body schema version is checked: a body from a newer schema is refused with the
     /// version named, never read as if it were version 1 (operations and outcomes alike).
     @Test(arguments: [VaultEventType.updated, VaultEventType.pushed])
