@@ -18,48 +18,43 @@ import VaultLogTestSupport
     /// marker `format`. Closes the store.
     static func rewriteItemsAsFormer(_ store: EventLogStore, format: UInt8) throws {
         try store.environment.write { txn in
-            var entries: [[UInt8]] = []
-            try txn.scan(store.items) { key, value in
-                entries.append(Array(key) + Array(value))
-                return true
-            }
-            for entry in entries { try txn.put(store.index, key: [IndexKey.itemTag] + entry, value: []) }
-            try txn.dropDatabase(store.items)
+            try moveItemsToIndex(txn, store)
             try txn.put(store.meta, key: Array("format".utf8), value: [format])
         }
         store.close()
     }
 
+    /// In `txn`, every entry of `items` becomes a `0x03` key of `index`, and `items` is dropped.
+    static func moveItemsToIndex(_ txn: Transaction, _ store: EventLogStore) throws {
+        var entries: [[UInt8]] = []
+        try txn.scan(store.items) { key, value in
+            entries.append(Array(key) + Array(value))
+            return true
+        }
+        for entry in entries { try txn.put(store.index, key: [IndexKey.itemTag] + entry, value: []) }
+        try txn.dropDatabase(store.items)
+    }
+
     /// What the closed store at `dir` holds, read with LMDB alone: its format marker, the
     /// `0x03` keys of `index`, and the entries and keys of `items` (nil when it does not exist).
     static func rawLayout(_ dir: TemporaryDirectory) throws -> (format: [UInt8]?, itemKeysInIndex: Int, items: (entries: Int, keys: Int)?) {
-        var options = EnvironmentOptions()
-        options.readOnly = true
-        let environment = try Environment(path: dir.path, options: options)
-        defer { environment.close() }
-        let databases = try environment.openExistingDatabases(["index", "meta"])
-        let index = databases[0], meta = databases[1]
-        let items = (try? environment.openExistingDatabases([ItemIndex.databaseName]))?.first
-        return try environment.read { txn in
-            var count = 0
-            try txn.scan(index, from: [IndexKey.itemTag]) { key, _ in
-                guard key.first == IndexKey.itemTag else { return false }
-                count += 1
-                return true
-            }
-            var layout: (entries: Int, keys: Int)?
-            if let items {
-                var keys = 0
-                try txn.withCursor(items) { cursor in
-                    var entry = try cursor.first()
-                    while entry != nil {
-                        keys += 1
-                        entry = try cursor.nextKey()
+        try Layout.withRawStore(dir) { environment, index, meta in
+            let items = (try? environment.openExistingDatabases([ItemIndex.databaseName]))?.first
+            return try environment.read { txn in
+                var layout: (entries: Int, keys: Int)?
+                if let items {
+                    var keys = 0
+                    try txn.withCursor(items) { cursor in
+                        var entry = try cursor.first()
+                        while entry != nil {
+                            keys += 1
+                            entry = try cursor.nextKey()
+                        }
                     }
+                    layout = (try txn.count(items), keys)
                 }
-                layout = (try txn.count(items), keys)
+                return (try txn.get(meta, key: Array("format".utf8)), try Layout.countKeys(txn, index, tagged: IndexKey.itemTag), layout)
             }
-            return (try txn.get(meta, key: Array("format".utf8)), count, layout)
         }
     }
 
@@ -144,15 +139,7 @@ import VaultLogTestSupport
         let dir = TemporaryDirectory()
         var random = SplitMix64(seed: 90)
         let count = try Self.makeFormerStore(dir, format: 7, random: &random)
-        var options = EventLogOptions()
-        options.environment.readOnly = true
-        let error = #expect(throws: EventLogError.self) { try EventLogStore(path: dir.path, options: options) }
-        guard case .olderStoreFormat(let path, let found, let current)? = error else {
-            Issue.record("expected olderStoreFormat, got \(String(describing: error))")
-            return
-        }
-        #expect(path == dir.path && found == 7 && current == EventLogStore.storeFormatVersion)
-        #expect("\(error!)".contains("vaultlog upgrade \(dir.path)"), "\(error!)")
+        Layout.expectRefusedReadOnly(dir, found: 7)
         let layout = try Self.rawLayout(dir)
         #expect(layout.format == [7] && layout.itemKeysInIndex == count && layout.items == nil, "nothing changed: \(layout)")
     }

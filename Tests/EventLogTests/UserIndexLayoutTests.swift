@@ -151,14 +151,7 @@ import VaultLogTestSupport
             }
             for (user, sequence) in entries { try txn.put(store.index, key: IndexKey.user(user, sequence), value: []) }
             try txn.dropDatabase(store.users)
-            // Item entries as format 5–7 kept them (one `0x03` key of `index` per event).
-            var items: [[UInt8]] = []
-            try txn.scan(store.items) { key, value in
-                items.append(Array(key) + Array(value))
-                return true
-            }
-            for item in items { try txn.put(store.index, key: [IndexKey.itemTag] + item, value: []) }
-            try txn.dropDatabase(store.items)
+            try ItemIndexLayoutTests.moveItemsToIndex(txn, store)
             try txn.put(store.meta, key: Array("format".utf8), value: [5])
         }
         store.close()
@@ -167,22 +160,34 @@ import VaultLogTestSupport
     /// What the closed store at `dir` holds, read with LMDB alone: its format marker, the
     /// `0x01` keys of `index` and whether a `users` database exists.
     static func rawLayout(_ dir: TemporaryDirectory) throws -> (format: [UInt8]?, userKeysInIndex: Int, hasUsers: Bool) {
+        try withRawStore(dir) { environment, index, meta in
+            let hasUsers = (try? environment.openExistingDatabases([UserIndex.databaseName])) != nil
+            return try environment.read { txn in
+                (try txn.get(meta, key: Array("format".utf8)), try countKeys(txn, index, tagged: IndexKey.userTag), hasUsers)
+            }
+        }
+    }
+
+    /// Runs `body` on the closed store at `dir` opened read-only with LMDB alone, with its
+    /// `index` and `meta` databases.
+    static func withRawStore<T>(_ dir: TemporaryDirectory, _ body: (Environment, Database, Database) throws -> T) throws -> T {
         var options = EnvironmentOptions()
         options.readOnly = true
         let environment = try Environment(path: dir.path, options: options)
         defer { environment.close() }
         let databases = try environment.openExistingDatabases(["index", "meta"])
-        let index = databases[0], meta = databases[1]
-        let hasUsers = (try? environment.openExistingDatabases([UserIndex.databaseName])) != nil
-        return try environment.read { txn in
-            var count = 0
-            try txn.scan(index, from: [IndexKey.userTag]) { key, _ in
-                guard key.first == IndexKey.userTag else { return false }
-                count += 1
-                return true
-            }
-            return (try txn.get(meta, key: Array("format".utf8)), count, hasUsers)
+        return try body(environment, databases[0], databases[1])
+    }
+
+    /// How many keys of `db` start with `tag`.
+    static func countKeys(_ txn: Transaction, _ db: Database, tagged tag: UInt8) throws -> Int {
+        var count = 0
+        try txn.scan(db, from: [tag]) { key, _ in
+            guard key.first == tag else { return false }
+            count += 1
+            return true
         }
+        return count
     }
 
     /// A format 5 store of several users, bulk loads and merges; returns how many events.
@@ -217,20 +222,26 @@ import VaultLogTestSupport
         #expect(after.format == [UInt8(EventLogStore.storeFormatVersion)] && after.userKeysInIndex == 0 && after.hasUsers, "\(after)")
     }
 
+    /// A read-only open of the store at `dir`, of format `found`, is refused with an error
+    /// naming the store, its format and the command that upcasts it.
+    static func expectRefusedReadOnly(_ dir: TemporaryDirectory, found: Int) {
+        var options = EventLogOptions()
+        options.environment.readOnly = true
+        let error = #expect(throws: EventLogError.self) { try EventLogStore(path: dir.path, options: options) }
+        guard case .olderStoreFormat(let path, let stored, let current)? = error else {
+            Issue.record("expected olderStoreFormat, got \(String(describing: error))")
+            return
+        }
+        #expect(path == dir.path && stored == found && current == EventLogStore.storeFormatVersion)
+        let text = "\(error!)"
+        #expect(text.contains(dir.path) && text.contains("v\(found)") && text.contains("vaultlog upgrade \(dir.path)"), "\(text)")
+    }
+
     @Test func aFormat5Store_openedReadOnly_isRefusedNamingItsVersionAndWhatToRun() throws {
         let dir = TemporaryDirectory()
         var random = SplitMix64(seed: 56)
         let count = try Self.makeFormat5Store(dir, random: &random)
-        var options = EventLogOptions()
-        options.environment.readOnly = true
-        let error = #expect(throws: EventLogError.self) { try EventLogStore(path: dir.path, options: options) }
-        guard case .olderStoreFormat(let path, let found, let current)? = error else {
-            Issue.record("expected olderStoreFormat, got \(String(describing: error))")
-            return
-        }
-        #expect(path == dir.path && found == 5 && current == EventLogStore.storeFormatVersion)
-        let text = "\(error!)"
-        #expect(text.contains(dir.path) && text.contains("v5") && text.contains("vaultlog upgrade \(dir.path)"), "\(text)")
+        Self.expectRefusedReadOnly(dir, found: 5)
         let layout = try Self.rawLayout(dir)
         #expect(layout.format == [5] && layout.userKeysInIndex == count && !layout.hasUsers, "nothing changed: \(layout)")
     }
