@@ -23,8 +23,8 @@ public struct EventLogOptions: Sendable {
     public var itemIndexMergeInterval = 32_768
 
     /// Called inside the upcast of an older store with the number of index entries moved so far
-    /// (a format 1–5 store's user entries, then a format 5–7 store's item entries); an error it throws aborts the upcast's transaction (tests: an upcast cut short
-    /// leaves the old store).
+    /// (a format 1–5 store's user entries, then a format 5–7 store's item entries); an error it
+    /// throws aborts the upcast's transaction (tests: an upcast cut short leaves the old store).
     package var upcastInterruption: (@Sendable (_ moved: Int) throws -> Void)?
 
     /// The defaults described on each property.
