@@ -30,8 +30,22 @@ enum ItemIndex {
 
     /// The key of one merge's entries of one item.
     static func key(_ generation: UInt64, _ user: String, _ cipher: String) -> [UInt8] {
-        let c = Array(cipher.utf8)
-        return userPrefix(generation, user) + [UInt8(truncatingIfNeeded: c.count)] + c
+        Array(user.utf8).withUnsafeBytes { u in
+            Array(cipher.utf8).withUnsafeBytes { c in key(head: generationKey(generation), user: u, cipher: c) }
+        }
+    }
+
+    /// `head` (a merge's ``generationKey(_:)``) then the user and cipher ids, length-prefixed:
+    /// the key of one merge's entries of one item, from the ids' bytes (a merge builds its keys
+    /// with ``ItemPrefixTable``, from the headers where LMDB maps them).
+    static func key(head: [UInt8], user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> [UInt8] {
+        var out = head
+        out.reserveCapacity(head.count + 2 + user.count + cipher.count)
+        out.append(UInt8(truncatingIfNeeded: user.count))
+        out.append(contentsOf: user)
+        out.append(UInt8(truncatingIfNeeded: cipher.count))
+        out.append(contentsOf: cipher)
+        return out
     }
 
     /// The generation, user and cipher a key names; nil when it does not parse.
@@ -76,9 +90,11 @@ extension LogReader {
         }
     }
 
-    /// Whether the item index lists `sequence` under the merge `generation` and the item.
-    func hasItemEntry(generation: UInt64, userId: String, cipherId: String, at sequence: UInt64) throws -> Bool {
-        try transaction.contains(store.items, key: ItemIndex.key(generation, userId, cipherId), value: sequenceKey(sequence))
+    /// Whether the item index lists `sequence` under the item and the merge that covered it
+    /// (the last of `generations`, ``itemGenerations()``, at or before it).
+    func hasItemEntry(userId: String, cipherId: String, at sequence: UInt64, generations: [UInt64]) throws -> Bool {
+        guard let generation = IndexKey.generation(of: sequence, in: generations) else { return false }
+        return try transaction.contains(store.items, key: ItemIndex.key(generation, userId, cipherId), value: sequenceKey(sequence))
     }
 
     /// Calls `body` with every entry of the item index (its key's parts, nil when the key does
@@ -118,49 +134,5 @@ extension LogTransaction {
     /// Removes the item entry of `sequence` (under the merge that covered it); false when there was none.
     func deleteItemEntry(generation: UInt64, userId: String, cipherId: String, sequence: UInt64) throws -> Bool {
         try transaction.delete(store.items, key: ItemIndex.key(generation, userId, cipherId), value: sequenceKey(sequence))
-    }
-}
-
-extension EventLogStore {
-    /// Moves a format 5–7 store's item entries (`0x03 ‖ generation ‖ userLength ‖ user ‖
-    /// cipherLength ‖ cipher ‖ sequence` keys of `index`) into `items`, inside `txn`: the write
-    /// transaction that also writes the new format marker, so a crash (or an error) leaves the
-    /// old layout and marker or the new ones, never a mix. A key that does not parse stays in
-    /// `index` (`vaultlog verify` reports it). Returns how many entries moved; `interruption`
-    /// is called with the count so far (`movedBefore` plus this move's).
-    static func moveItemEntries(_ txn: Transaction, index: Database, items: Database, movedBefore: Int,
-                                interruption: (@Sendable (_ moved: Int) throws -> Void)?) throws -> Int {
-        var moved = 0
-        try txn.withCursor(items) { target in
-            var pendingKey: [UInt8] = []
-            var pending: [UInt8] = []
-            func flush() throws {
-                guard !pending.isEmpty else { return }
-                try pendingKey.withUnsafeBytes { k in try pending.withUnsafeBytes { try target.putDuplicates(key: k, values: $0, size: 8) } }
-                pending.removeAll(keepingCapacity: true)
-            }
-            try txn.withCursor(index) { cursor in
-                var next: [UInt8] = [IndexKey.itemTag]
-                while let entry = try cursor.seek(atOrAfter: next), entry.key.first == IndexKey.itemTag {
-                    let key = entry.key
-                    guard IndexKey.parse(key) != nil else {
-                        next = Array(key) + [0]   // not an entry: left where it is
-                        continue
-                    }
-                    let itemKey = Array(key[1..<(key.count - 8)])
-                    if itemKey != pendingKey || pending.count >= 8 * 4096 {
-                        try flush()
-                        pendingKey = itemKey
-                    }
-                    pending.append(contentsOf: key[(key.count - 8)...])
-                    next = Array(key)
-                    try cursor.deleteCurrent()
-                    moved += 1
-                    try interruption?(movedBefore + moved)
-                }
-            }
-            try flush()
-        }
-        return moved
     }
 }

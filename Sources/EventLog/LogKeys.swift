@@ -95,7 +95,7 @@ struct GroupedIndexEntries: Sendable {
     let values: [UInt64]
 
     /// `groups[e]` is entry `e`'s index into `prefixes`, `values[e]` its sequence (or offset,
-    /// see ``forEachKey(adding:_:)``); each group's values must grow.
+    /// see ``forEachGroup(adding:_:)``); each group's values must grow.
     init(prefixes: [[UInt8]], groups: [Int32], values: [UInt64]) {
         let order = prefixes.indices.sorted { a, b in
             prefixes[a].withUnsafeBufferPointer { x in
@@ -120,23 +120,6 @@ struct GroupedIndexEntries: Sendable {
         self.prefixes = order.map { prefixes[$0] }
         self.starts = starts
         self.values = sorted
-    }
-
-    /// Calls `body` with every entry's key (its group's prefix then `offset` + its value as a
-    /// big-endian sequence), in key order.
-    func forEachKey(adding offset: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
-        var key = [UInt8](repeating: 0, count: (prefixes.map(\.count).max() ?? 0) + 8)
-        try key.withUnsafeMutableBytes { key in
-            for (g, prefix) in prefixes.enumerated() {
-                prefix.withUnsafeBytes { key.copyMemory(from: $0) }
-                let keyBytes = UnsafeRawBufferPointer(rebasing: key[0..<prefix.count + 8])
-                for entry in starts[g]..<starts[g + 1] {
-                    let sequence = (offset + values[entry]).bigEndian
-                    withUnsafeBytes(of: sequence) { key.baseAddress!.advanced(by: prefix.count).copyMemory(from: $0.baseAddress!, byteCount: 8) }
-                    try body(keyBytes)
-                }
-            }
-        }
     }
 }
 
@@ -167,7 +150,7 @@ struct BatchIndexEntries: Sendable {
 struct ItemPrefixTable {
     /// What every prefix starts with (``ItemIndex/generationKey(_:)`` of the merge).
     let head: [UInt8]
-    /// Prefix of group `g`: `head` then the user and cipher ids (``IndexKey/itemPrefix(head:user:cipher:)``).
+    /// Prefix of group `g`: `head` then the user and cipher ids (``ItemIndex/key(head:user:cipher:)``).
     private(set) var prefixes: [[UInt8]] = []
     /// `(hash, group + 1)` per slot, 0 for empty; the count is a power of two.
     private var slots = [(Int, Int32)](repeating: (0, 0), count: 64)
@@ -188,7 +171,7 @@ struct ItemPrefixTable {
             slot = (slot + 1) & mask
         }
         let group = Int32(prefixes.count)
-        prefixes.append(IndexKey.itemPrefix(head: head, user: user, cipher: cipher))
+        prefixes.append(ItemIndex.key(head: head, user: user, cipher: cipher))
         slots[slot] = (hash, group + 1)
         if 2 * prefixes.count > slots.count { grow() }
         return group
@@ -246,18 +229,6 @@ enum IndexKey {
     /// format 8 a merge writes `items` instead (``ItemIndex``), and the upcast moves these there.
     /// The `0x02` entries without a generation are those of format 1–4 stores, still read.
     static let itemTag: UInt8 = 0x03
-
-    /// `head` (a merge's ``ItemIndex/generationKey(_:)``) then the user and cipher ids,
-    /// length-prefixed: an ``ItemIndex`` key.
-    static func itemPrefix(head: [UInt8], user: UnsafeRawBufferPointer, cipher: UnsafeRawBufferPointer) -> [UInt8] {
-        var out = head
-        out.reserveCapacity(head.count + 2 + user.count + cipher.count)
-        out.append(UInt8(truncatingIfNeeded: user.count))
-        out.append(contentsOf: user)
-        out.append(UInt8(truncatingIfNeeded: cipher.count))
-        out.append(contentsOf: cipher)
-        return out
-    }
 
     /// A format 5–7 store's entry for one event (``itemTag``).
     static func formerItem(_ generation: UInt64, _ user: String, _ cipher: String, _ sequence: UInt64) -> [UInt8] {

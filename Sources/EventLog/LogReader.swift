@@ -116,7 +116,8 @@ public struct LogReader {
 
     /// Sequences of a user's events (or of one cipher's), in order, after `after`. One cipher's
     /// come from the item index up to ``itemIndexedThrough()`` (the entries of a format 1–4
-    /// store in `index`, then each merge's in `items`, one seek per merge) and from the headers of the events after it.
+    /// store in `index`, then each merge's in `items`, one seek per merge) and from the headers
+    /// of the events after it.
     public func sequences(userId: String, cipherId: String?, after: UInt64 = 0) throws -> [UInt64] {
         guard after < .max else { return [] }
         guard let cipherId else {

@@ -99,9 +99,7 @@ extension EventLogStore {
                             message: "no user index entry for user \(header.userId)"))
                     }
                     if !header.cipherId.isEmpty, sequence <= itemIndexedThrough,
-                       try !(IndexKey.generation(of: sequence, in: generations).map({
-                           try reader.hasItemEntry(generation: $0, userId: header.userId, cipherId: header.cipherId, at: sequence)
-                       }) ?? false),
+                       try !reader.hasItemEntry(userId: header.userId, cipherId: header.cipherId, at: sequence, generations: generations),
                        try reader.transaction.get(index, key: IndexKey.cipher(header.userId, header.cipherId, sequence)) == nil {
                         report.problems.append(VerifyProblem(sequence: sequence, kind: .missingIndexEntry,
                             message: "no cipher index entry for cipher \(header.cipherId)"))
