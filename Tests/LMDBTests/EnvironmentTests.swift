@@ -256,26 +256,42 @@ import VaultLogTestSupport
         #expect(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int == size / 2)
     }
 
-    /// `data.mdb` runs ahead of its last page, so small commits write inside the file instead
-    /// of growing it (growing it costs a journal commit per flush): 300 small commits leave its
-    /// size unchanged; it is extended again only when the room left is short; it never
-    /// shrinks; and everything written reads back after a reopen.
+    /// `data.mdb` runs ahead of its last page, so small commits write inside the file, into
+    /// blocks it already has, instead of growing it or filling holes (either costs a journal
+    /// commit per flush): the room just past the last page is written, not a hole; 300 small
+    /// commits leave the file's size unchanged; it is extended again only when the room left
+    /// is short; it never shrinks; and everything written reads back after a reopen.
     @Test func dataFileRunsAheadOfItsLastPage_andNeverShrinks() throws {
         let dir = TemporaryDirectory()
         let file = (dir.path as NSString).appendingPathComponent("data.mdb")
         func size() throws -> Int64 { Int64(try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)) }
+        // Written room past the last page: the first hole after it (its end where the file
+        // system does not report holes), less the used bytes.
+        func writtenRoom(_ env: Environment) throws -> Int64 {
+            let used = Int64(try env.info().usedBytes)
+            let handle = try #require(FileHandle(forReadingAtPath: file))
+            defer { try? handle.close() }
+            return Int64(lseek(handle.fileDescriptor, off_t(used), 4 /* SEEK_HOLE */)) - used
+        }
         do {
             let env = try Environment(path: dir.path)
             let db = try env.openDatabase("things")
             try env.write { try $0.put(db, key: key(0), value: [0]) }
             let first = try size()
             #expect(first >= Int64(try env.info().usedBytes) + Environment.dataFileLowWater)
-            for n in UInt64(1)...300 { try env.write { try $0.put(db, key: key(n), value: [UInt8](repeating: 1, count: 500)) } }
+            #expect(try writtenRoom(env) >= Environment.writtenLowWater, "the room past the last page is a hole")
+            var leastRoom = Int64.max
+            for n in UInt64(1)...300 {
+                try env.write { try $0.put(db, key: key(n), value: [UInt8](repeating: 1, count: 500)) }
+                leastRoom = min(leastRoom, try writtenRoom(env))
+            }
             #expect(try size() == first, "300 small commits changed the file's size")
+            #expect(leastRoom >= Environment.writtenLowWater / 2, "a small commit wrote next to a hole")
             // A commit that uses up the room: the next one extends the file again.
             try env.write { txn in for n in UInt64(1000)..<9000 { try txn.put(db, key: key(n), value: [UInt8](repeating: 2, count: 500)) } }
             try env.write { try $0.put(db, key: key(9000), value: [9]) }
             #expect(try size() >= Int64(try env.info().usedBytes) + Environment.dataFileLowWater)
+            #expect(try writtenRoom(env) >= Environment.writtenLowWater)
             env.close()
         }
         // Longer than needed already (another build, a tool): left as it is.
