@@ -37,15 +37,17 @@ func runAppendBench(quick: Bool, results: Results) throws {
         let baseline = anonymousRSS()
         var afterRounds: [Double] = []
         var written: [String: Int] = [:]   // bytes written by each contender's rounds
+        var toStorage: [String: Int] = [:]   // of which dirtied toward storage
         var systemSeconds: [String: [Double]] = [:]   // kernel CPU of each round
         let (stats, peak) = try measuringPeakAnonymousRSS { try interleave(rounds: rounds, plan.map { contender in
             (contender.name, {
                 let store = stores[contender.name]!
                 let batchEvents = Array(template.prefix(contender.batch))
                 let batches = repeatElement(batchEvents, count: contender.events / contender.batch)
-                let before = bytesWritten(), systemBefore = systemCPUSeconds()
+                let before = bytesWritten(), storageBefore = bytesToStorage(), systemBefore = systemCPUSeconds()
                 defer {
                     written[contender.name, default: 0] += bytesWritten() - before
+                    toStorage[contender.name, default: 0] += bytesToStorage() - storageBefore
                     systemSeconds[contender.name, default: []].append(systemCPUSeconds() - systemBefore)
                 }
                 let seconds = try time {
@@ -73,7 +75,8 @@ func runAppendBench(quick: Bool, results: Results) throws {
                                        "api": json(bulk ? "append(batches:)" : "append per batch"),
                                        "events_s_each_round": eachRound(stats[contender.name]!),
                                        "system_cpu_s_each_round": eachRoundSystemSeconds(contender.name),
-                                       "bytes_written_per_event": json(Double(written[contender.name] ?? 0) / Double(rounds * contender.events))].merging(
+                                       "bytes_written_per_event": json(Double(written[contender.name] ?? 0) / Double(rounds * contender.events)),
+                                       "bytes_to_storage_per_event": json(Double(toStorage[contender.name] ?? 0) / Double(rounds * contender.events))].merging(
                                    bulk ? ["peak_anon_rss_mib": json(Double(peak - baseline) / 1_048_576),
                                            "anon_rss_after_each_round_mib": "[" + afterRounds.map(json).joined(separator: ", ") + "]"] : [:]) { a, _ in a }))
         }

@@ -216,9 +216,17 @@ private final class RSSSampler: @unchecked Sendable {
 /// RssAnon of this process, in bytes.
 /// Bytes this process has handed to `write` and its kin so far (`wchar` of `/proc/self/io`):
 /// what a store's commits wrote, page copies and all. 0 where that file is missing.
-func bytesWritten() -> Int {
+func bytesWritten() -> Int { procIO("wchar") }
+
+/// Bytes this process has dirtied in the page cache toward storage so far (`write_bytes` of
+/// `/proc/self/io`): a page written twice before it is flushed counts once, so the zeros the
+/// store writes ahead of its last page and a commit then overwrites count once, as on the disk.
+func bytesToStorage() -> Int { procIO("write_bytes") }
+
+/// One counter of `/proc/self/io`; 0 where that file is missing.
+private func procIO(_ field: String) -> Int {
     guard let io = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return 0 }
-    for line in io.split(separator: "\n") where line.hasPrefix("wchar:") {
+    for line in io.split(separator: "\n") where line.hasPrefix(field + ":") {
         return Int(line.split(separator: " ").last ?? "") ?? 0
     }
     return 0

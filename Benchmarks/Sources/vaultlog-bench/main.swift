@@ -43,7 +43,7 @@ func runLogBench(arguments: [String]) throws {
     let batches = stride(from: 0, to: total, by: batch).lazy.map { start in
         total - start >= batch ? events : Array(events[0..<(total - start)])
     }
-    let writtenBefore = bytesWritten()
+    let writtenBefore = bytesWritten(), storageBefore = bytesToStorage()
     let appendStart = ContinuousClock.now
     if arguments.contains("--calls") {
         for events in batches { try store.append(events, key: key) }
@@ -52,9 +52,10 @@ func runLogBench(arguments: [String]) throws {
     }
     let appendSeconds = seconds(ContinuousClock.now - appendStart)
     let writtenPerEvent = Double(bytesWritten() - writtenBefore) / Double(total)
+    let storagePerEvent = Int(Double(bytesToStorage() - storageBefore) / Double(total))
 
     if arguments.contains("--append-only") {
-        print("{\"bench\": \"sealed_batched_append\", \"metric\": \"throughput\", \"unit\": \"events/s\", \"value\": \(Int(Double(total) / appendSeconds)), \"items\": \(items), \"merge_interval\": \(options.itemIndexMergeInterval), \"bytes_written_per_event\": \(Int(writtenPerEvent))}")
+        print("{\"bench\": \"sealed_batched_append\", \"metric\": \"throughput\", \"unit\": \"events/s\", \"value\": \(Int(Double(total) / appendSeconds)), \"items\": \(items), \"merge_interval\": \(options.itemIndexMergeInterval), \"bytes_written_per_event\": \(Int(writtenPerEvent)), \"bytes_to_storage_per_event\": \(storagePerEvent)}")
         return
     }
     let readStart = ContinuousClock.now
@@ -70,7 +71,7 @@ func runLogBench(arguments: [String]) throws {
     let info = try store.sizes()
 
     print("""
-    {"bench": "sealed_batched_append", "metric": "throughput", "unit": "events/s", "value": \(Int(Double(total) / appendSeconds)), "events": \(total), "batch": \(batch), "body_bytes": \(bodySize), "items": \(items), "bytes_written_per_event": \(Int(writtenPerEvent)), "seconds": \(String(format: "%.3f", appendSeconds)), "target": 300000}
+    {"bench": "sealed_batched_append", "metric": "throughput", "unit": "events/s", "value": \(Int(Double(total) / appendSeconds)), "events": \(total), "batch": \(batch), "body_bytes": \(bodySize), "items": \(items), "bytes_written_per_event": \(Int(writtenPerEvent)), "bytes_to_storage_per_event": \(storagePerEvent), "seconds": \(String(format: "%.3f", appendSeconds)), "target": 300000}
     {"bench": "sequential_read_open", "metric": "throughput", "unit": "events/s", "value": \(Int(Double(total) / readSeconds)), "events": \(total), "seconds": \(String(format: "%.3f", readSeconds))}
     {"bench": "store_size", "metric": "bytes", "unit": "bytes", "value": \(info.usedBytes), "map_size": \(info.mapSize)}
     """)
