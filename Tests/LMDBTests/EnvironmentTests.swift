@@ -271,7 +271,7 @@ import VaultLogTestSupport
             let used = Int64(try env.info().usedBytes)
             let handle = try #require(FileHandle(forReadingAtPath: file))
             defer { try? handle.close() }
-            return Int64(lseek(handle.fileDescriptor, off_t(used), 4 /* SEEK_HOLE */)) - used
+            return Int64(lseek(handle.fileDescriptor, off_t(used), Environment.seekHole)) - used
         }
         do {
             let env = try Environment(path: dir.path)
