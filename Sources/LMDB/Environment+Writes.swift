@@ -237,8 +237,9 @@ extension Environment {
     ///
     /// Called at the start of a write transaction, before it has written anything: LMDB's
     /// writer lock keeps every other process from writing or extending the file meanwhile, and
-    /// only the region past the last committed page is touched. Best effort: a failure leaves
-    /// the file as it was (LMDB extends it itself as before).
+    /// only the region past the last committed page is touched (the zeros stay inside the size
+    /// `ftruncate` gave, so they never change it). Best effort: a failure leaves the file as it
+    /// was (LMDB extends it itself as before).
     func keepDataFileAhead() {
         guard !options.readOnly else { return }
         var fd: Int32 = -1

@@ -213,7 +213,6 @@ private final class RSSSampler: @unchecked Sendable {
     var running = true
 }
 
-/// RssAnon of this process, in bytes.
 /// Bytes this process has handed to `write` and its kin so far (`wchar` of `/proc/self/io`):
 /// what a store's commits wrote, page copies and all. 0 where that file is missing.
 func bytesWritten() -> Int { procIO("wchar") }
@@ -245,6 +244,7 @@ func systemCPUSeconds() -> Double {
     return Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
 }
 
+/// RssAnon of this process, in bytes.
 func anonymousRSS() -> Int {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
     for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {
