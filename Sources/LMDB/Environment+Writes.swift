@@ -22,16 +22,28 @@ extension Environment {
                     return try resizeLock.withReadLock {
                         var raw: OpaquePointer?
                         try check(mdb_txn_begin(env, nil, 0, &raw), "mdb_txn_begin (write)")
-                        let txn = Transaction(raw: raw!, readOnly: false)
+                        let recorder: JournalRecorder?
+                        do {
+                            recorder = try journalBegin(raw!)
+                        } catch {
+                            mdb_txn_abort(raw)
+                            throw error
+                        }
+                        let txn = Transaction(raw: raw!, readOnly: false, recorder: recorder)
                         keepDataFileAhead()
                         let result: T
                         do {
                             result = try body(txn)
+                            try journalCommit(txn)
                         } catch {
+                            journalCommitFailed(txn)
                             mdb_txn_abort(txn.raw)
                             throw error
                         }
-                        try check(mdb_txn_commit(txn.raw), "mdb_txn_commit")
+                        let committed = mdb_txn_commit(txn.raw)
+                        if committed != MDB_SUCCESS { journalCommitFailed(txn) }
+                        try check(committed, "mdb_txn_commit")
+                        try journalCommitted(txn)
                         return result
                     }
                 } catch let error as LMDBError where error.isMapFull {
@@ -197,10 +209,12 @@ extension Environment {
                 try writes.map { write in
                     var raw: OpaquePointer?
                     try check(mdb_txn_begin(env, parent.raw, 0, &raw), "mdb_txn_begin (nested write)")
-                    let child = Transaction(raw: raw!, readOnly: false)
+                    let child = Transaction(raw: raw!, readOnly: false, recorder: parent.recorder.map { JournalRecorder(limit: $0.limit) })
                     let outcome = write.run(child)
                     switch outcome {
-                    case .success: try check(mdb_txn_commit(child.raw), "mdb_txn_commit (nested write)")
+                    case .success:
+                        try check(mdb_txn_commit(child.raw), "mdb_txn_commit (nested write)")
+                        if let recorder = child.recorder { parent.recorder?.absorb(recorder) }
                     case .failure(let error as LMDBError) where error.isMapFull:
                         mdb_txn_abort(child.raw)
                         throw error   // the whole group is retried after the map grows

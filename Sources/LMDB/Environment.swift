@@ -28,6 +28,11 @@ public final class Environment: @unchecked Sendable {
     public let staleReadersCleared: Int
 
     let env: OpaquePointer
+    /// The commit journal (``Journal``); nil in a read-only environment.
+    let journal: Journal?
+    /// Test hook: the next journaled commit fails after its record was flushed, leaving the
+    /// record as a process killed at that point would.
+    package let failNextJournaledCommit = Atomic<Bool>(false)
     /// Serialises write transactions (LMDB allows one at a time per environment).
     let writer = PlainLock()
     /// Readers hold this shared; a map resize holds it exclusively, because
@@ -119,7 +124,9 @@ public final class Environment: @unchecked Sendable {
         var handle: OpaquePointer?
         var shared: StoreLock?
         do {
-            // Before anything of data.mdb is read: a rewrite in progress finishes first.
+            // Before anything of data.mdb is read: commits only in the journal when the
+            // machine stopped are replayed, and a rewrite in progress finishes first.
+            try Journal.recoverBeforeOpen(directory: path, options: options, holding: held)
             if held == nil {
                 shared = try StoreLock.shared(directory: path, required: !options.readOnly, limit: options.rewriteWaitLimit)
             }
@@ -132,16 +139,15 @@ public final class Environment: @unchecked Sendable {
                 try check(mdb_env_set_mapsize(handle, options.mapSize), "mdb_env_set_mapsize")
                 var flags = UInt32(MDB_NOTLS)
                 switch options.durability {
-                case .full: break
+                case .full: flags |= UInt32(MDB_NOSYNC)  // the journal makes each commit durable
                 case .noMetaSync: flags |= UInt32(MDB_NOMETASYNC)
                 case .noSync: flags |= UInt32(MDB_NOSYNC)
                 }
                 if options.readOnly { flags |= UInt32(MDB_RDONLY) }
                 if options.readOnly && options.noLock { flags |= UInt32(MDB_NOLOCK) }
                 try check(mdb_env_open(handle, path, flags, 0o600), "mdb_env_open \(path)")
-                var dead: Int32 = 0
-                try check(mdb_reader_check(handle, &dead), "mdb_reader_check")
-                staleReadersCleared = Int(dead)
+                journal = options.readOnly ? nil : try Journal(directory: path)
+                staleReadersCleared = try Self.clearStaleReaders(handle, inWriteTransaction: !options.readOnly)
             } catch {
                 mdb_env_close(handle)
                 throw error
@@ -160,6 +166,18 @@ public final class Environment: @unchecked Sendable {
 
     let canonicalPath: String
 
+    /// Clears the reader slots of dead processes (`mdb_reader_check`). A writable open does it
+    /// inside a write transaction: a dead process's slot may be the pin of the journal's
+    /// checkpoint, and a pin may only go away while no commit is being made (see ``Journal``).
+    static func clearStaleReaders(_ handle: OpaquePointer, inWriteTransaction: Bool) throws -> Int {
+        var txn: OpaquePointer?
+        if inWriteTransaction { try check(mdb_txn_begin(handle, nil, 0, &txn), "mdb_txn_begin (reader check)") }
+        defer { if let txn { mdb_txn_abort(txn) } }
+        var dead: Int32 = 0
+        try check(mdb_reader_check(handle, &dead), "mdb_reader_check")
+        return Int(dead)
+    }
+
     deinit { close() }
 
     /// Closes the environment, then releases its share of the store's lock. Any use
@@ -171,6 +189,7 @@ public final class Environment: @unchecked Sendable {
     /// ``close()``, with the writer lock held (no write of this process is running).
     func closeHoldingWriter() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        journalClose()
         resizeLock.withWriteLock { mdb_env_close(env) }
         storeLock.withLock { lock in
             lock?.release()

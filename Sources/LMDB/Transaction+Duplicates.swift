@@ -20,13 +20,16 @@ extension Transaction {
         var dbi: MDB_dbi = 0
         let flags = UInt32(MDB_DUPSORT | MDB_DUPFIXED) | (create ? UInt32(MDB_CREATE) : 0)
         try check(mdb_dbi_open(raw, name, flags, &dbi), "mdb_dbi_open \(name)")
+        if create { recorder?.open(name, flags: UInt32(MDB_DUPSORT | MDB_DUPFIXED)) }
         return Database(dbi: dbi, name: name)
     }
 
     /// Removes `db` from the environment, its entries and its name (`mdb_drop` with `del`);
     /// its handle is invalid afterwards. Undone with the rest if the transaction aborts.
     public func dropDatabase(_ db: Database) throws {
+        let flags = JournalRecorder.flags(raw, db)
         try check(mdb_drop(raw, db.dbi, 1), "mdb_drop \(db.name)")
+        recorder?.drop(db, dbFlags: flags)
     }
 
     /// Whether `key` holds `value` (`MDB_GET_BOTH`).
@@ -46,6 +49,7 @@ extension Transaction {
                 let rc = mdb_del(raw, db.dbi, &k, &v)
                 if rc == MDB_NOTFOUND { return false }
                 try check(rc, "mdb_del \(db.name)")
+                recorder?.delete(db, dbFlags: JournalRecorder.flags(raw, db), key: key, value: value)
                 return true
             }
         }
@@ -86,6 +90,13 @@ extension Cursor {
         let rc = withUnsafeMutablePointer(to: &data) { pair in
             pair.withMemoryRebound(to: MDB_val.self, capacity: 2) { mdb_cursor_put(raw, &k, $0, flags.rawValue | UInt32(MDB_MULTIPLE)) }
         }
+        if rc == MDB_SUCCESS, let recorder {
+            let dbFlags = JournalRecorder.flags(txn, db)
+            for index in 0..<min(data.1.mv_size, values.count / size) {
+                recorder.put(db, dbFlags: dbFlags, key: key, value: UnsafeRawBufferPointer(rebasing: values[index * size..<(index + 1) * size]),
+                             flags: flags.rawValue)
+            }
+        }
         try check(rc, "mdb_cursor_put \(db.name) (\(values.count / size) values)")
         // LMDB stops at the first value it could not put and says how many it put.
         guard data.1.mv_size == values.count / size else {
@@ -95,6 +106,7 @@ extension Cursor {
 
     /// Deletes the current key with all its values (`MDB_NODUPDATA`).
     public func deleteCurrentKey() throws {
+        try recordDeletion(everyValue: true)
         try check(mdb_cursor_del(raw, UInt32(MDB_NODUPDATA)), "mdb_cursor_del \(db.name)")
     }
 }

@@ -20,10 +20,13 @@ public struct Transaction {
     let raw: OpaquePointer
     /// True inside ``Environment/read(_:)``.
     public let isReadOnly: Bool
+    /// Where a journaled write transaction records its changes (nil: not journaled).
+    let recorder: JournalRecorder?
 
-    init(raw: OpaquePointer, readOnly: Bool) {
+    init(raw: OpaquePointer, readOnly: Bool, recorder: JournalRecorder? = nil) {
         self.raw = raw
         self.isReadOnly = readOnly
+        self.recorder = recorder
     }
 
     /// The transaction's id (`mdb_txn_id`): in a read transaction, the id of the newest commit
@@ -35,6 +38,7 @@ public struct Transaction {
     public func openDatabase(_ name: String, create: Bool) throws -> Database {
         var dbi: MDB_dbi = 0
         try check(mdb_dbi_open(raw, name, create ? UInt32(MDB_CREATE) : 0, &dbi), "mdb_dbi_open \(name)")
+        if create { recorder?.open(name, flags: 0) }
         return Database(dbi: dbi, name: name)
     }
 
@@ -58,6 +62,7 @@ public struct Transaction {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try check(mdb_put(raw, db.dbi, &k, &v, flags.rawValue), "mdb_put \(db.name)")
+        recorder?.put(db, dbFlags: JournalRecorder.flags(raw, db), key: key, value: value, flags: flags.rawValue)
     }
 
     /// Stores `value` under `key`.
@@ -75,6 +80,7 @@ public struct Transaction {
             let rc = mdb_del(raw, db.dbi, &k, nil)
             if rc == MDB_NOTFOUND { return false }
             try check(rc, "mdb_del \(db.name)")
+            recorder?.delete(db, dbFlags: JournalRecorder.flags(raw, db), key: key, value: nil)
             return true
         }
     }
@@ -82,6 +88,7 @@ public struct Transaction {
     /// Removes every entry of `db` (the database itself stays).
     public func clear(_ db: Database) throws {
         try check(mdb_drop(raw, db.dbi, 0), "mdb_drop \(db.name)")
+        recorder?.clear(db, dbFlags: JournalRecorder.flags(raw, db))
     }
 
     /// Number of entries in `db`.
@@ -96,7 +103,7 @@ public struct Transaction {
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(raw, db.dbi, &cursor), "mdb_cursor_open \(db.name)")
         defer { mdb_cursor_close(cursor) }
-        return try body(Cursor(raw: cursor!, db: db))
+        return try body(Cursor(raw: cursor!, db: db, txn: raw, recorder: recorder))
     }
 
     /// Visits entries of `db` in key order (or reverse order) from `start` (inclusive; the
@@ -135,6 +142,9 @@ public struct Cursor {
 
     let raw: OpaquePointer
     let db: Database
+    /// The cursor's transaction and its recorder, for a journaled write.
+    let txn: OpaquePointer
+    let recorder: JournalRecorder?
 
     func get(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws -> Entry? {
         var k = MDB_val(mv_size: key?.count ?? 0, mv_data: UnsafeMutableRawPointer(mutating: key?.baseAddress))
@@ -169,11 +179,20 @@ public struct Cursor {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try check(mdb_cursor_put(raw, &k, &v, flags.rawValue), "mdb_cursor_put \(db.name)")
+        recorder?.put(db, dbFlags: JournalRecorder.flags(txn, db), key: key, value: value, flags: flags.rawValue)
     }
 
     /// Deletes the entry under the cursor.
     public func deleteCurrent() throws {
+        try recordDeletion(everyValue: false)
         try check(mdb_cursor_del(raw, 0), "mdb_cursor_del \(db.name)")
+    }
+
+    /// Records the deletion of the current entry (its value only, or every value of its key)
+    /// before it is made; a failed deletion throws and its transaction is not committed.
+    func recordDeletion(everyValue: Bool) throws {
+        guard let recorder, let current = try get(MDB_GET_CURRENT) else { return }
+        recorder.delete(db, dbFlags: JournalRecorder.flags(txn, db), key: current.key, value: everyValue ? nil : current.value)
     }
 }
 

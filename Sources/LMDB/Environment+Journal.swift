@@ -1,0 +1,198 @@
+import CLMDB
+import Foundation
+import Synchronization
+
+/// The journal's part in a write transaction (see ``Journal``). Every step runs inside a write
+/// transaction, so LMDB's writer lock keeps every other writer, in any process, out of it.
+extension Environment {
+    /// Called right after a write transaction `txn` began: reads the journal's header, finds
+    /// where the records end, and makes a checkpoint first when the records cannot take this
+    /// commit's (there are none yet, a commit was made without one, the pin is gone, the
+    /// journal is full, or this writer does not journal but records are pending). Returns the
+    /// recorder for this transaction's changes (nil: this environment does not journal).
+    func journalBegin(_ txn: OpaquePointer) throws -> JournalRecorder? {
+        guard let journal else { return nil }
+        let id = UInt64(mdb_txn_id(txn))
+        let (inode, pageSize) = try dataFileIdentity()
+        guard let header = Journal.readHeader(fd: journal.fd), header.dataInode == inode, header.pageSize == pageSize else {
+            try checkpoint(journal, pinned: journals)
+            return journals ? JournalRecorder(limit: Journal.largestRecord) : nil
+        }
+        journal.header = header
+        if header.generation != journal.generation || journal.lastTxn != id &- 1 {
+            let known = header.generation == journal.generation && journal.lastTxn < id &- 1
+            let scanned = try Journal.scan(fd: journal.fd, header: header, from: known ? journal.end : Journal.recordsStart,
+                                       previous: known ? journal.lastTxn : nil, before: id)
+            journal.records = (known ? journal.records : 0) + scanned.count
+            journal.generation = header.generation
+            journal.checkpointTxn = header.checkpointTxn
+            journal.end = scanned.end
+            journal.lastTxn = scanned.last
+        }
+        if journal.lastTxn != id &- 1 {
+            try checkpoint(journal, pinned: journals)   // a commit was made without a record
+        } else if !journals {
+            if journal.records > 0 { try checkpoint(journal, pinned: false) }
+        } else if !pinProtects(journal, header) || journal.records >= Journal.recordsPerCheckpoint
+                    || journal.end >= Journal.capacity {
+            try checkpoint(journal, pinned: true)
+        }
+        return journals ? JournalRecorder(limit: Journal.largestRecord) : nil
+    }
+
+    /// Makes transaction `txn`'s changes durable before LMDB commits them without a flush:
+    /// appends and flushes their record; a transaction too large for a record gets a
+    /// checkpoint first and is flushed by ``journalCommitted(_:)`` instead.
+    func journalCommit(_ txn: Transaction) throws {
+        guard let journal, let recorder = txn.recorder, !recorder.isEmpty else { return }
+        if recorder.overflowed {
+            if journal.records > 0 { try checkpoint(journal, pinned: true) }
+            return
+        }
+        if journal.end + Int64(recorder.bytes.count + Journal.recordHeaderSize + 4) > Journal.capacity {
+            try checkpoint(journal, pinned: true)
+        }
+        try journal.append(txn: UInt64(mdb_txn_id(txn.raw)), body: recorder.bytes)
+        if failNextJournaledCommit.exchange(false, ordering: .relaxed) {
+            journal.generation = 0  // the record stays, as after a process killed here
+            throw LMDBError(code: EIO, operation: "mdb_txn_commit (test: the commit after the journal record fails)")
+        }
+    }
+
+    /// After LMDB committed `txn`: a transaction that got no record is flushed by LMDB now.
+    func journalCommitted(_ txn: Transaction) throws {
+        guard journal != nil, let recorder = txn.recorder, recorder.overflowed else { return }
+        try check(mdb_env_sync(env, 1), "mdb_env_sync (a write too large for the journal)")
+    }
+
+    /// The commit of a transaction whose record was appended failed: the record must never be
+    /// replayed, so its magic is cleared (best effort), and what this process knows of the
+    /// records is read again by the next writer.
+    func journalCommitFailed(_ txn: Transaction) {
+        guard let journal, journal.generation != 0, let recorder = txn.recorder, !recorder.isEmpty, !recorder.overflowed,
+              journal.lastTxn == UInt64(mdb_txn_id(txn.raw)) else { return }
+        let start = journal.end - Int64(recorder.bytes.count + Journal.recordHeaderSize + 4)
+        var zero: UInt32 = 0
+        _ = pwrite(journal.fd, &zero, 4, off_t(start))
+        _ = fdatasync(journal.fd)
+        journal.generation = 0
+    }
+
+    /// Makes a checkpoint now (a test takes the file as it is on disk then).
+    package func checkpointJournal() throws {
+        try writer.withLock {
+            guard let journal else { return }
+            var raw: OpaquePointer?
+            try check(mdb_txn_begin(env, nil, 0, &raw), "mdb_txn_begin (checkpoint)")
+            defer { mdb_txn_abort(raw) }
+            journal.header = Journal.readHeader(fd: journal.fd)
+            try checkpoint(journal, pinned: journals)
+        }
+    }
+
+    /// The journal's header as on disk (nil: none yet, or not a writable environment).
+    package var journalHeader: JournalHeader? { journal.flatMap { Journal.readHeader(fd: $0.fd) } }
+
+    /// Flushes `data.mdb` (every commit so far, data and meta pages), records the last commit
+    /// as the journal's checkpoint with its meta pages, and (`pinned`) pins it with a read
+    /// transaction, released with the previous pin. Called inside a write transaction that
+    /// has written nothing yet to the file, so the checkpoint is LMDB's last commit.
+    func checkpoint(_ journal: Journal, pinned: Bool) throws {
+        try check(mdb_env_sync(env, 1), "mdb_env_sync (journal checkpoint)")
+        var info = MDB_envinfo()
+        try check(mdb_env_info(env, &info), "mdb_env_info")
+        let (inode, pageSize) = try dataFileIdentity()
+        var fd: Int32 = -1
+        try check(mdb_env_get_fd(env, &fd), "mdb_env_get_fd")
+        func meta(_ index: Int) -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: JournalHeader.metaBytes)
+            _ = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(index * Int(pageSize))) }
+            return bytes
+        }
+        let previous = journal.header ?? Journal.readHeader(fd: journal.fd)
+        var generation = UInt64.random(in: 1...UInt64.max)
+        if generation == previous?.generation { generation &+= 1 }
+        let header = JournalHeader(
+            sequence: (previous?.sequence ?? 0) &+ 1, generation: generation, checkpointTxn: UInt64(info.me_last_txnid),
+            dataInode: inode, pageSize: pageSize, pinPID: pinned ? getpid() : 0, boot: Journal.bootIdentity(of: path),
+            meta0: meta(0), meta1: meta(1))
+        try journal.writeHeader(header)
+        releasePin(journal)
+        journal.generation = generation
+        journal.checkpointTxn = header.checkpointTxn
+        journal.end = Journal.recordsStart
+        journal.lastTxn = header.checkpointTxn
+        journal.records = 0
+        guard pinned else { return }
+        var raw: OpaquePointer?
+        try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &raw), "mdb_txn_begin (journal pin)")
+        journal.pin = raw
+        journal.pinGeneration = generation
+    }
+
+    func releasePin(_ journal: Journal) {
+        if let pin = journal.pin { mdb_txn_abort(pin) }
+        journal.pin = nil
+        journal.pinGeneration = 0
+    }
+
+    /// Whether the checkpoint of `header` is pinned: by this process, or by the live process
+    /// the header names, whose reader slot still holds the checkpoint's transaction. A pin is
+    /// only released inside a write transaction (a checkpoint, a close), so it cannot go away
+    /// during this one, unless its process dies.
+    private func pinProtects(_ journal: Journal, _ header: JournalHeader) -> Bool {
+        if journal.pin != nil && journal.pinGeneration == header.generation { return true }
+        releasePin(journal)  // a pin of an older checkpoint protects nothing needed any more
+        guard header.pinPID > 0, header.pinPID != getpid() else { return false }
+        guard kill(header.pinPID, 0) == 0 || errno == EPERM else { return false }
+        return readerSlots().contains { $0.pid == header.pinPID && $0.txn == header.checkpointTxn }
+    }
+
+    /// The reader table's active slots (`mdb_reader_list`), as process and transaction id.
+    func readerSlots() -> [(pid: Int32, txn: UInt64)] {
+        final class Lines { var text = "" }
+        let lines = Lines()
+        _ = mdb_reader_list(env, { message, context in
+            guard let message, let context else { return 0 }
+            let box = Unmanaged<AnyObject>.fromOpaque(context).takeUnretainedValue() as! Lines
+            box.text += String(cString: message)
+            return 0
+        }, Unmanaged.passUnretained(lines as AnyObject).toOpaque())
+        return lines.text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, let pid = Int32(fields[0]), let txn = UInt64(fields[2]) else { return nil }
+            return (pid, txn)
+        }
+    }
+
+    /// `data.mdb`'s inode and the page size.
+    func dataFileIdentity() throws -> (inode: UInt64, pageSize: UInt32) {
+        var fd: Int32 = -1
+        try check(mdb_env_get_fd(env, &fd), "mdb_env_get_fd")
+        var file = stat()
+        guard fstat(fd, &file) == 0 else { throw LMDBError(code: errno, operation: "fstat data.mdb in \(path)") }
+        var pages = MDB_stat()
+        try check(mdb_env_stat(env, &pages), "mdb_env_stat")
+        return (UInt64(file.st_ino), UInt32(pages.ms_psize))
+    }
+
+    /// At close, inside a write transaction: a store this process pinned is flushed and its
+    /// checkpoint left unpinned, so that the next writer makes its own; the pin is released.
+    func journalClose() {
+        guard let journal, journal.pin != nil else { return }
+        var raw: OpaquePointer?
+        guard mdb_txn_begin(env, nil, 0, &raw) == 0, let raw else {
+            releasePin(journal)
+            return
+        }
+        if let header = Journal.readHeader(fd: journal.fd), header.generation == journal.pinGeneration {
+            journal.header = header
+            try? checkpoint(journal, pinned: false)
+        }
+        releasePin(journal)
+        mdb_txn_abort(raw)
+    }
+
+    /// Whether this environment's commits go through the journal (``Durability/full``).
+    var journals: Bool { journal != nil && options.durability == .full }
+}

@@ -1,0 +1,265 @@
+import Testing
+import Foundation
+import Synchronization
+@testable import LMDB
+import VaultLogTestSupport
+
+/// The commit journal: a commit acknowledged after its one flush survives a machine stop
+/// whatever part of `data.mdb`'s unflushed pages reached the disk.
+///
+/// A machine stop is made from two copies of `data.mdb`: the file right after a checkpoint
+/// (flushed, so what the disk holds then) and the file after later commits (the page cache).
+/// The disk after a stop holds, page by page, either version: every mix is possible, meta
+/// pages included. The test builds such mixes, with the journal as it was flushed, opens them
+/// as after a reboot, and compares every database with a model of what was acknowledged.
+@Suite struct JournalTests {
+    /// The model: database name → key → values (one for a plain database).
+    typealias Model = [String: [[UInt8]: Set<[UInt8]>]]
+
+    static let pageSize = 4096
+
+    func bytes(_ n: Int, _ seed: UInt64, length: Int) -> [UInt8] {
+        var state = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(n)
+        return (0..<length).map { _ in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+    }
+
+    func key(_ n: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(n).bigEndian) { Array($0) } }
+
+    func contents(_ env: Environment) throws -> Model {
+        let plain = try env.openDatabase("plain", create: false)
+        let dups = try env.openExistingDatabases(["dups"])[0]
+        var model: Model = ["plain": [:], "dups": [:]]
+        try env.read { txn in
+            try txn.scan(plain) { k, v in model["plain"]![Array(k), default: []].insert(Array(v)); return true }
+            try txn.scan(dups) { k, v in model["dups"]![Array(k), default: []].insert(Array(v)); return true }
+        }
+        return model
+    }
+
+    /// Random commits of every kind of change, applied to the store and to `model`.
+    func commit(_ env: Environment, _ plain: Database, _ dups: Database, seed: UInt64, round: Int, model: inout Model) throws {
+        var rng = SplitMix(seed: seed &+ UInt64(round) &* 7919)
+        let kind = rng.next() % 10
+        try env.write { txn in
+            switch kind {
+            case 0...4:  // puts, some large enough for overflow pages
+                for _ in 0..<(1 + Int(rng.next() % 6)) {
+                    let k = key(Int(rng.next() % 300))
+                    let v = bytes(round, rng.next(), length: rng.next() % 5 == 0 ? 5000 : 40 + Int(rng.next() % 200))
+                    try txn.put(plain, key: k, value: v)
+                    model["plain"]![k] = [v]
+                }
+            case 5, 6:  // deletes, one through a cursor
+                let k = key(Int(rng.next() % 300))
+                if try txn.delete(plain, key: k) { model["plain"]![k] = nil }
+                try txn.withCursor(plain) { cursor in
+                    if let first = try cursor.seek(atOrAfter: key(Int(rng.next() % 300))) {
+                        model["plain"]![Array(first.key)] = nil
+                        try cursor.deleteCurrent()
+                    }
+                }
+            case 7, 8:  // duplicates appended in bulk, one removed
+                let k = key(Int(rng.next() % 4))
+                let start = (model["dups"]![k]?.map { Int(UInt64(bigEndianBytes: $0)) }.max() ?? 0) + 1
+                let values = (start..<start + 1 + Int(rng.next() % 40)).flatMap { withUnsafeBytes(of: UInt64($0).bigEndian) { Array($0) } }
+                try txn.withCursor(dups) { cursor in
+                    try k.withUnsafeBytes { kb in try values.withUnsafeBytes { try cursor.putDuplicates(key: kb, values: $0, size: 8, flags: .appendDuplicate) } }
+                }
+                for i in stride(from: 0, to: values.count, by: 8) { model["dups"]![k, default: []].insert(Array(values[i..<i + 8])) }
+                if let victim = model["dups"]![k]?.first, try txn.delete(dups, key: k, value: victim) {
+                    model["dups"]![k]!.remove(victim)
+                }
+            default:  // a key with every value dropped, through a cursor
+                let k = key(Int(rng.next() % 4))
+                try txn.withCursor(dups) { cursor in
+                    if try k.withUnsafeBytes({ try cursor.find($0) }) != nil {
+                        try cursor.deleteCurrentKey()
+                        model["dups"]![k] = nil
+                    }
+                }
+            }
+        }
+        model["dups"] = model["dups"]!.filter { !$0.value.isEmpty }
+    }
+
+    /// The store in `dir` as after the machine stopped: each page of `data.mdb` from `flushed`
+    /// or from `cached` as `pick` says, and the journal as flushed. Written into the files in
+    /// place (a journal belongs to its `data.mdb` by inode), and the machine named as rebooted.
+    func crash(_ dir: TemporaryDirectory, flushed: [UInt8], cached: [UInt8], journal: [UInt8], pick: (Int) -> Bool) throws {
+        var disk = [UInt8]()
+        let pages = (max(flushed.count, cached.count) + Self.pageSize - 1) / Self.pageSize
+        for page in 0..<pages {
+            let range = page * Self.pageSize..<(page + 1) * Self.pageSize
+            let source = pick(page) ? cached : flushed
+            if range.upperBound <= source.count {
+                disk += source[range]
+            } else if range.upperBound <= flushed.count {
+                disk += flushed[range]
+            } else {
+                disk += [UInt8](repeating: 0, count: Self.pageSize)
+            }
+        }
+        try overwrite(dir.path + "/data.mdb", with: disk)
+        try overwrite(dir.path + "/" + Journal.fileName, with: journal)
+        let canonical = URL(fileURLWithPath: dir.path).standardizedFileURL.resolvingSymlinksInPath().path
+        Journal.bootOverrides.withLock { $0[canonical] = "another boot \(UUID())" }
+    }
+
+    func overwrite(_ path: String, with bytes: [UInt8]) throws {
+        let fd = open(path, O_WRONLY)
+        guard fd >= 0 else { throw LMDBError(code: errno, operation: "open \(path)") }
+        defer { close(fd) }
+        let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        guard written == bytes.count, ftruncate(fd, off_t(bytes.count)) == 0 else { throw LMDBError(code: errno, operation: "write \(path)") }
+    }
+
+    func read(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path))) }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4])
+    func acknowledgedCommits_surviveAMachineStop_whateverPagesReachedTheDisk(seed: UInt64) throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let plain = try env.openDatabase("plain")
+        let dups = try env.write { try $0.openDatabase("dups", create: true, fixedSizeDuplicates: true) }
+        var model: Model = ["plain": [:], "dups": [:]]
+        for round in 0..<60 { try commit(env, plain, dups, seed: seed, round: round, model: &model) }
+        try env.checkpointJournal()
+        let flushed = try read(dir.path + "/data.mdb")
+        let checkpoint = try #require(env.journalHeader).checkpointTxn
+        for round in 60..<100 { try commit(env, plain, dups, seed: seed, round: round, model: &model) }
+        // Pages the checkpoint's tree uses were never written again (the pin).
+        #expect(env.journalHeader?.checkpointTxn == checkpoint, "no checkpoint in between")
+        let cached = try read(dir.path + "/data.mdb")
+        let journal = try read(dir.path + "/" + Journal.fileName)
+        #expect(try contents(env) == model)
+        env.close()
+
+        var rng = SplitMix(seed: seed)
+        let picks: [(String, (Int) -> Bool)] = [("nothing", { _ in false }), ("everything", { _ in true }),
+                                               ("only the meta pages", { $0 < 2 }), ("all but the meta pages", { $0 >= 2 })]
+            + (0..<4).map { trial in
+                let mask = (0..<4096).map { _ in rng.next() % 2 == 0 }
+                return ("random mix \(trial)", { mask[$0 % mask.count] })
+            }
+        for (name, pick) in picks {
+            try crash(dir, flushed: flushed, cached: cached, journal: journal, pick: pick)
+            let recovered = try Environment(path: dir.path)
+            #expect(try contents(recovered) == model, "pages that reached the disk: \(name)")
+            recovered.close()
+            // Opened again (same boot now), it is as it was.
+            let again = try Environment(path: dir.path)
+            #expect(try contents(again) == model, "reopened after recovering (\(name))")
+            again.close()
+        }
+    }
+
+    @Test func aRecordWhoseCommitNeverHappened_isOverwritten_andNeverReplayed() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let plain = try env.openDatabase("plain")
+        _ = try env.write { try $0.openDatabase("dups", create: true, fixedSizeDuplicates: true) }
+        try env.write { try $0.put(plain, key: key(1), value: [1]) }
+        try env.checkpointJournal()
+        let flushed = try read(dir.path + "/data.mdb")
+        try env.write { try $0.put(plain, key: key(2), value: [2]) }
+        // The next record is flushed and its commit never happens (as when the process is
+        // killed between the two); it is longer than the record written over it.
+        env.failNextJournaledCommit.store(true, ordering: .relaxed)
+        #expect(throws: LMDBError.self) { try env.write { try $0.put(plain, key: key(3), value: bytes(3, 3, length: 3000)) } }
+        try env.write { try $0.put(plain, key: key(4), value: [4]) }
+        try env.write { try $0.put(plain, key: key(5), value: [5]) }
+        let expected: Model = ["plain": [key(1): [[1]], key(2): [[2]], key(4): [[4]], key(5): [[5]]], "dups": [:]]
+        #expect(try contents(env) == expected)
+        let cached = try read(dir.path + "/data.mdb")
+        let journal = try read(dir.path + "/" + Journal.fileName)
+        env.close()
+        for pick in [{ (_: Int) in false }, { _ in true }] {
+            try crash(dir, flushed: flushed, cached: cached, journal: journal, pick: pick)
+            let recovered = try Environment(path: dir.path)
+            #expect(try contents(recovered) == expected)
+            recovered.close()
+        }
+    }
+
+    @Test func aReadOnlyOpenAfterAMachineStop_isRefused_andChangesNothing() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let plain = try env.openDatabase("plain")
+        try env.checkpointJournal()
+        try env.write { try $0.put(plain, key: key(1), value: [1]) }
+        let data = try read(dir.path + "/data.mdb")
+        let journal = try read(dir.path + "/" + Journal.fileName)
+        env.close()
+        try crash(dir, flushed: data, cached: data, journal: journal) { _ in true }
+        var options = EnvironmentOptions()
+        options.readOnly = true
+        #expect(throws: JournalError.recoveryNeeded(directory: dir.path)) { try Environment(path: dir.path, options: options) }
+        #expect(try read(dir.path + "/data.mdb") == data)
+        #expect(try read(dir.path + "/" + Journal.fileName) == journal)
+        // A writable open then recovers it.
+        let recovered = try Environment(path: dir.path)
+        let reopened = try recovered.openDatabase("plain", create: false)
+        #expect(try recovered.read { try $0.get(reopened, key: key(1)) } == [1])
+        recovered.close()
+    }
+
+    @Test func aWriteTooLargeForTheJournal_isFlushedByItsCommit_andTheNextMakesACheckpoint() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let plain = try env.openDatabase("plain")
+        try env.write { try $0.put(plain, key: key(0), value: [0]) }
+        let before = try #require(env.journalHeader)
+        try env.write { txn in
+            for n in 1...400 { try txn.put(plain, key: key(n), value: bytes(n, 9, length: 4000)) }
+        }
+        let bulk = try env.info().lastTransactionID
+        #expect(env.journalHeader?.checkpointTxn == UInt64(bulk) - 1, "records were pending: a checkpoint came first")
+        #expect(env.journalHeader?.sequence == before.sequence + 1)
+        try env.write { try $0.put(plain, key: key(401), value: [1]) }
+        #expect(env.journalHeader?.checkpointTxn == UInt64(bulk), "the commit after it starts from it")
+        try env.write { txn in
+            for n in 1...400 { try txn.put(plain, key: key(n), value: bytes(n, 10, length: 4000)) }
+        }
+        #expect(env.journalHeader?.checkpointTxn == UInt64(bulk) + 1, "one record pending: a checkpoint came first")
+        env.close()
+    }
+
+    @Test func closing_leavesACheckpointWithNoPin_andNoRecords() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let plain = try env.openDatabase("plain")
+        for n in 0..<10 { try env.write { try $0.put(plain, key: key(n), value: [UInt8(n)]) } }
+        #expect(env.journalHeader?.pinPID == getpid())
+        let last = try env.info().lastTransactionID
+        env.close()
+        let fd = open(dir.path + "/" + Journal.fileName, O_RDONLY)
+        defer { close(fd) }
+        let header = try #require(Journal.readHeader(fd: fd))
+        #expect(header.pinPID == 0)
+        #expect(header.checkpointTxn == UInt64(last))
+        let records = try Journal.scan(fd: fd, header: header).count
+        #expect(records == 0)
+    }
+}
+
+/// A small deterministic generator.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension UInt64 {
+    init(bigEndianBytes bytes: [UInt8]) {
+        self = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+}
