@@ -4,7 +4,10 @@ import LMDB
 /// never loses a committed transaction in any mode (the written pages stay in the kernel's
 /// page cache).
 public enum CommitDurability: Sendable, Equatable {
-    /// Every commit is flushed, data and meta page: nothing committed is ever lost. Default.
+    /// Every commit is durable when it returns: nothing committed is ever lost. Default. Made
+    /// with one flush, of the commit's record in the store's journal (`vaultlog.journal`,
+    /// beside the store's file; keep the two together); after an OS crash or power loss the
+    /// next writable open replays it, and a read-only open is refused until then.
     case full
     /// Data pages are flushed at commit, the meta page lazily: an OS crash or power loss may
     /// undo the last committed transaction; the store stays consistent.

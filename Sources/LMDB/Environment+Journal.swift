@@ -14,7 +14,7 @@ extension Environment {
         guard let journal else { return nil }
         let id = UInt64(mdb_txn_id(txn))
         let (inode, pageSize) = try dataFileIdentity()
-        guard let header = Journal.readHeader(fd: journal.fd), header.dataInode == inode, header.pageSize == pageSize else {
+        guard let header = journal.currentHeader(), header.dataInode == inode, header.pageSize == pageSize else {
             try checkpoint(journal, pinned: journals)
             return journals ? JournalRecorder(limit: Journal.largestRecord) : nil
         }

@@ -5,7 +5,12 @@ import Synchronization
 /// How much a commit promises about surviving a power loss or OS crash. A process crash never
 /// loses a committed transaction in any mode (dirty pages stay in the kernel's page cache).
 public enum Durability: Sendable, Equatable {
-    /// Every commit is flushed (data and meta page). Nothing committed is ever lost. Default.
+    /// Every commit is durable when it returns: nothing committed is ever lost. Default. The
+    /// commit's changes are appended to the store's journal (`vaultlog.journal`) and flushed
+    /// there, once; LMDB then commits without a flush, and a checkpoint flushes `data.mdb`
+    /// every 256 commits. After an OS crash or power loss, the next writable open replays the
+    /// journal (a read-only open is refused until then). See ``Journal``'s documentation in
+    /// the sources and `Docs/Architecture.md`.
     case full
     /// `MDB_NOMETASYNC`: data pages are flushed, the meta page lazily. An OS crash or power
     /// loss may undo the **last** committed transaction; the database stays consistent.

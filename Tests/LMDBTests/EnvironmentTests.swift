@@ -281,11 +281,13 @@ import VaultLogTestSupport
             #expect(first >= Int64(try env.info().usedBytes) + Environment.dataFileLowWater)
             #expect(try writtenRoom(env) >= Environment.writtenLowWater, "the room past the last page is a hole")
             var leastRoom = Int64.max
-            for n in UInt64(1)...300 {
+            // 100, not more: between two checkpoints of the journal every commit takes fresh
+            // pages (the checkpoint's are pinned), so many more would use the room up.
+            for n in UInt64(1)...100 {
                 try env.write { try $0.put(db, key: key(n), value: [UInt8](repeating: 1, count: 500)) }
                 leastRoom = min(leastRoom, try writtenRoom(env))
             }
-            #expect(try size() == first, "300 small commits changed the file's size")
+            #expect(try size() == first, "100 small commits changed the file's size")
             #expect(leastRoom >= Environment.writtenLowWater / 2, "a small commit wrote next to a hole")
             // A commit that uses up the room: the next one extends the file again.
             try env.write { txn in for n in UInt64(1000)..<9000 { try txn.put(db, key: key(n), value: [UInt8](repeating: 2, count: 500)) } }
@@ -303,8 +305,8 @@ import VaultLogTestSupport
         let db = try env.openDatabase("things")
         try env.write { try $0.put(db, key: key(9001), value: [9]) }
         #expect(try size() == longer)
-        #expect(try env.read { try $0.count(db) } == 8303)
-        #expect(try env.read { try $0.get(db, key: self.key(300)) } == [UInt8](repeating: 1, count: 500))
+        #expect(try env.read { try $0.count(db) } == 8103)
+        #expect(try env.read { try $0.get(db, key: self.key(100)) } == [UInt8](repeating: 1, count: 500))
         env.close()
     }
 

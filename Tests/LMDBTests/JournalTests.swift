@@ -227,6 +227,18 @@ import VaultLogTestSupport
         env.close()
     }
 
+    @Test func recordChecksum_isZlibsCRC32() {
+        let check = Array("123456789".utf8)
+        #expect(check.withUnsafeBytes { CRC32.checksum($0) } == 0xCBF4_3926)
+        let long = bytes(1, 1, length: 1001)
+        var bytewise: UInt32 = 0xFFFF_FFFF
+        for byte in long {
+            bytewise ^= UInt32(byte)
+            for _ in 0..<8 { bytewise = bytewise & 1 == 1 ? (bytewise >> 1) ^ 0xEDB8_8320 : bytewise >> 1 }
+        }
+        #expect(long.withUnsafeBytes { CRC32.checksum($0) } == bytewise ^ 0xFFFF_FFFF)
+    }
+
     @Test func closing_leavesACheckpointWithNoPin_andNoRecords() throws {
         let dir = TemporaryDirectory()
         let env = try Environment(path: dir.path)
