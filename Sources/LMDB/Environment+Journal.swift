@@ -15,8 +15,10 @@ extension Environment {
         let id = UInt64(mdb_txn_id(txn))
         let (inode, pageSize) = try dataFileIdentity()
         guard let header = journal.currentHeader(), header.dataInode == inode, header.pageSize == pageSize else {
-            try checkpoint(journal, pinned: journals)
-            return journals ? JournalRecorder(limit: Journal.largestRecord) : nil
+            // No records of this file: a writer that does not journal has nothing to do.
+            guard journals else { return nil }
+            try checkpoint(journal, pinned: true)
+            return JournalRecorder(limit: Journal.largestRecord)
         }
         journal.header = header
         if header.generation != journal.generation || journal.lastTxn != id &- 1 {
@@ -29,15 +31,19 @@ extension Environment {
             journal.end = scanned.end
             journal.lastTxn = scanned.last
         }
-        if journal.lastTxn != id &- 1 {
-            try checkpoint(journal, pinned: journals)   // a commit was made without a record
-        } else if !journals {
+        if !journals {
+            // Records pending: flushed and ended first, so that a recovery never replays
+            // them across this writer's commits, which have none.
             if journal.records > 0 { try checkpoint(journal, pinned: false) }
+            return nil
+        }
+        if journal.lastTxn != id &- 1 {
+            try checkpoint(journal, pinned: true)   // a commit was made without a record
         } else if !pinProtects(journal, header) || journal.records >= Journal.recordsPerCheckpoint
                     || journal.end >= Journal.capacity {
             try checkpoint(journal, pinned: true)
         }
-        return journals ? JournalRecorder(limit: Journal.largestRecord) : nil
+        return JournalRecorder(limit: Journal.largestRecord)
     }
 
     /// Makes transaction `txn`'s changes durable before LMDB commits them without a flush:
