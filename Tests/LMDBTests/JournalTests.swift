@@ -227,6 +227,26 @@ import VaultLogTestSupport
         env.close()
     }
 
+    /// A `.noSync` writer (a bulk load) records nothing and makes no checkpoint: its writes
+    /// are not flushed one by one.
+    @Test func aWriterThatDoesNotJournal_makesNoCheckpoints() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let env = try Environment(path: dir.path)
+            let plain = try env.openDatabase("plain")
+            try env.write { try $0.put(plain, key: key(0), value: [0]) }
+            env.close()
+        }
+        var options = EnvironmentOptions()
+        options.durability = .noSync
+        let env = try Environment(path: dir.path, options: options)
+        let plain = try env.openDatabase("plain")
+        let before = try #require(env.journalHeader)
+        for n in 1...20 { try env.write { try $0.put(plain, key: key(n), value: [UInt8(n)]) } }
+        #expect(env.journalHeader == before)
+        env.close()
+    }
+
     @Test func recordChecksum_isZlibsCRC32() {
         let check = Array("123456789".utf8)
         #expect(check.withUnsafeBytes { CRC32.checksum($0) } == 0xCBF4_3926)
