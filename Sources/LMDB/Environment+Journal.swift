@@ -12,12 +12,14 @@ extension Environment {
     /// recorder for this transaction's changes (nil: this environment does not journal).
     func journalBegin(_ txn: OpaquePointer) throws -> JournalRecorder? {
         guard let journal else { return nil }
+        journal.checkpointDue = false
         let id = UInt64(mdb_txn_id(txn))
         let (inode, pageSize) = try dataFileIdentity()
         guard let header = journal.currentHeader(), header.dataInode == inode, header.pageSize == pageSize else {
             // No records of this file: a writer that does not journal has nothing to do.
             guard journals else { return nil }
-            try checkpoint(journal, pinned: true)
+            journal.records = 0
+            journal.checkpointDue = true
             return JournalRecorder(limit: Journal.largestRecord)
         }
         journal.header = header
@@ -37,25 +39,26 @@ extension Environment {
             if journal.records > 0 { try checkpoint(journal, pinned: false) }
             return nil
         }
-        if journal.lastTxn != id &- 1 {
-            try checkpoint(journal, pinned: true)   // a commit was made without a record
-        } else if !pinProtects(journal, header) || journal.records >= Journal.recordsPerCheckpoint
-                    || journal.end >= Journal.capacity {
-            try checkpoint(journal, pinned: true)
-        }
+        // A commit made without a record, a lost pin, a full journal: the commit's record
+        // needs a checkpoint first (made at commit, where a bulk write may turn out not to).
+        journal.checkpointDue = journal.lastTxn != id &- 1 || !pinProtects(journal, header)
+            || journal.records >= Journal.recordsPerCheckpoint || journal.end >= Journal.capacity
         return JournalRecorder(limit: Journal.largestRecord)
     }
 
     /// Makes transaction `txn`'s changes durable before LMDB commits them without a flush:
-    /// appends and flushes their record; a transaction too large for a record gets a
-    /// checkpoint first and is flushed by ``journalCommitted(_:)`` instead.
+    /// appends and flushes their record, after a checkpoint when one is due. A transaction too
+    /// large for a record gets a checkpoint only if records are pending (so that a recovery
+    /// never replays them over it), and is committed by LMDB with its own two flushes
+    /// (``commitFlushedByLMDB(_:)``).
     func journalCommit(_ txn: Transaction) throws {
         guard let journal, let recorder = txn.recorder, !recorder.isEmpty else { return }
         if recorder.overflowed {
             if journal.records > 0 { try checkpoint(journal, pinned: true) }
             return
         }
-        if journal.end + Int64(recorder.bytes.count + Journal.recordHeaderSize + 4) > Journal.capacity {
+        if journal.checkpointDue
+            || journal.end + Int64(recorder.bytes.count + Journal.recordHeaderSize + 4) > Journal.capacity {
             try checkpoint(journal, pinned: true)
         }
         try journal.append(txn: UInt64(mdb_txn_id(txn.raw)), body: recorder.bytes)
@@ -65,10 +68,16 @@ extension Environment {
         }
     }
 
-    /// After LMDB committed `txn`: a transaction that got no record is flushed by LMDB now.
-    func journalCommitted(_ txn: Transaction) throws {
-        guard journal != nil, let recorder = txn.recorder, recorder.overflowed else { return }
-        try check(mdb_env_sync(env, 1), "mdb_env_sync (a write too large for the journal)")
+    /// Commits `txn` in LMDB: without a flush when its record is in the journal; one that got
+    /// no record (too large) with LMDB's own flushes, data pages before the meta page (a flush
+    /// of both at once could leave the meta page on disk without its pages), by turning
+    /// `MDB_NOSYNC` off for it (LMDB keeps its synchronous descriptor for the meta page open
+    /// for this).
+    func commitFlushedByLMDB(_ txn: Transaction) -> Int32 {
+        guard journal != nil, let recorder = txn.recorder, recorder.overflowed else { return mdb_txn_commit(txn.raw) }
+        mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0)
+        defer { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
+        return mdb_txn_commit(txn.raw)
     }
 
     /// The commit of a transaction whose record was appended failed: the record must never be

@@ -40,10 +40,9 @@ extension Environment {
                             mdb_txn_abort(txn.raw)
                             throw error
                         }
-                        let committed = mdb_txn_commit(txn.raw)
+                        let committed = commitFlushedByLMDB(txn)
                         if committed != MDB_SUCCESS { journalCommitFailed(txn) }
                         try check(committed, "mdb_txn_commit")
-                        try journalCommitted(txn)
                         return result
                     }
                 } catch let error as LMDBError where error.isMapFull {

@@ -41,8 +41,9 @@ final class Journal {
     static let recordsPerCheckpoint = 256
     static let capacity: Int64 = 4 << 20
     /// Larger transactions get no record: they are committed and flushed by LMDB (a bulk
-    /// write pays two flushes once, not a copy of everything it wrote).
-    static let largestRecord = 1 << 20
+    /// write pays for its flushes once, not for a copy of everything it wrote). A save's record
+    /// is about 2 KiB, a group commit's of 8 saves about 16.
+    static let largestRecord = 256 << 10
     /// Written (zero) room kept past the records' end, so an append never extends the file.
     static let writtenSlack: Int64 = 1 << 20
     static let writtenLowWater: Int64 = 256 << 10
@@ -56,6 +57,8 @@ final class Journal {
     var end: Int64 = recordsStart
     var lastTxn: UInt64 = 0
     var records = 0
+    /// The write transaction in progress must make a checkpoint before its record.
+    var checkpointDue = false
     var header: JournalHeader?
     /// This process's pin: a read transaction on its checkpoint, and that checkpoint's generation.
     var pin: OpaquePointer?

@@ -40,18 +40,18 @@ final class JournalRecorder {
         begin(.open, name, flags)
     }
 
-    func put(_ db: Database, dbFlags: UInt32, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: UInt32) {
+    func put(_ db: Database, in txn: OpaquePointer, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: UInt32) {
         guard !overflowed else { return }
-        begin(.put, db.name, dbFlags)
+        begin(.put, db.name, Self.flags(txn, db))
         append(flags)
         append(key)
         append(value)
         checkLimit()
     }
 
-    func delete(_ db: Database, dbFlags: UInt32, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer?) {
+    func delete(_ db: Database, in txn: OpaquePointer, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer?) {
         guard !overflowed else { return }
-        begin(.delete, db.name, dbFlags)
+        begin(.delete, db.name, Self.flags(txn, db))
         append(key)
         if let value { append(value) } else { append(UInt32.max) }
         checkLimit()

@@ -49,7 +49,7 @@ extension Transaction {
                 let rc = mdb_del(raw, db.dbi, &k, &v)
                 if rc == MDB_NOTFOUND { return false }
                 try check(rc, "mdb_del \(db.name)")
-                recorder?.delete(db, dbFlags: JournalRecorder.flags(raw, db), key: key, value: value)
+                recorder?.delete(db, in: raw, key: key, value: value)
                 return true
             }
         }
@@ -91,9 +91,8 @@ extension Cursor {
             pair.withMemoryRebound(to: MDB_val.self, capacity: 2) { mdb_cursor_put(raw, &k, $0, flags.rawValue | UInt32(MDB_MULTIPLE)) }
         }
         if rc == MDB_SUCCESS, let recorder {
-            let dbFlags = JournalRecorder.flags(txn, db)
             for index in 0..<min(data.1.mv_size, values.count / size) {
-                recorder.put(db, dbFlags: dbFlags, key: key, value: UnsafeRawBufferPointer(rebasing: values[index * size..<(index + 1) * size]),
+                recorder.put(db, in: txn, key: key, value: UnsafeRawBufferPointer(rebasing: values[index * size..<(index + 1) * size]),
                              flags: flags.rawValue)
             }
         }

@@ -62,7 +62,7 @@ public struct Transaction {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try check(mdb_put(raw, db.dbi, &k, &v, flags.rawValue), "mdb_put \(db.name)")
-        recorder?.put(db, dbFlags: JournalRecorder.flags(raw, db), key: key, value: value, flags: flags.rawValue)
+        recorder?.put(db, in: raw, key: key, value: value, flags: flags.rawValue)
     }
 
     /// Stores `value` under `key`.
@@ -80,7 +80,7 @@ public struct Transaction {
             let rc = mdb_del(raw, db.dbi, &k, nil)
             if rc == MDB_NOTFOUND { return false }
             try check(rc, "mdb_del \(db.name)")
-            recorder?.delete(db, dbFlags: JournalRecorder.flags(raw, db), key: key, value: nil)
+            recorder?.delete(db, in: raw, key: key, value: nil)
             return true
         }
     }
@@ -179,7 +179,7 @@ public struct Cursor {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try check(mdb_cursor_put(raw, &k, &v, flags.rawValue), "mdb_cursor_put \(db.name)")
-        recorder?.put(db, dbFlags: JournalRecorder.flags(txn, db), key: key, value: value, flags: flags.rawValue)
+        recorder?.put(db, in: txn, key: key, value: value, flags: flags.rawValue)
     }
 
     /// Deletes the entry under the cursor.
@@ -192,7 +192,7 @@ public struct Cursor {
     /// before it is made; a failed deletion throws and its transaction is not committed.
     func recordDeletion(everyValue: Bool) throws {
         guard let recorder, let current = try get(MDB_GET_CURRENT) else { return }
-        recorder.delete(db, dbFlags: JournalRecorder.flags(txn, db), key: current.key, value: everyValue ? nil : current.value)
+        recorder.delete(db, in: txn, key: current.key, value: everyValue ? nil : current.value)
     }
 }
 
