@@ -22,7 +22,6 @@ extension Environment {
             journal.checkpointDue = true
             return JournalRecorder(limit: Journal.largestRecord)
         }
-        journal.header = header
         if header.generation != journal.generation || journal.lastTxn != id &- 1 {
             let known = header.generation == journal.generation && journal.lastTxn < id &- 1
             let scanned = try Journal.scan(fd: journal.fd, header: header, from: known ? journal.end : Journal.recordsStart,
@@ -100,7 +99,6 @@ extension Environment {
             var raw: OpaquePointer?
             try check(mdb_txn_begin(env, nil, 0, &raw), "mdb_txn_begin (checkpoint)")
             defer { mdb_txn_abort(raw) }
-            journal.header = Journal.readHeader(fd: journal.fd)
             try checkpoint(journal, pinned: journals)
         }
     }
@@ -119,18 +117,15 @@ extension Environment {
         let (inode, pageSize) = try dataFileIdentity()
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd), "mdb_env_get_fd")
-        func meta(_ index: Int) -> [UInt8] {
-            var bytes = [UInt8](repeating: 0, count: JournalHeader.metaBytes)
-            _ = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(index * Int(pageSize))) }
-            return bytes
-        }
-        let previous = journal.header ?? Journal.readHeader(fd: journal.fd)
+        // The header as on disk now (another process may have written one since this one last
+        // read it): the new one must have the larger sequence to be the one that counts.
+        let previous = Journal.readHeader(fd: journal.fd)
         var generation = UInt64.random(in: 1...UInt64.max)
         if generation == previous?.generation { generation &+= 1 }
         let header = JournalHeader(
             sequence: (previous?.sequence ?? 0) &+ 1, generation: generation, checkpointTxn: UInt64(info.me_last_txnid),
             dataInode: inode, pageSize: pageSize, pinPID: pinned ? getpid() : 0, boot: Journal.bootIdentity(of: path),
-            meta0: meta(0), meta1: meta(1))
+            meta0: JournalHeader.metaPage(0, of: fd, pageSize: pageSize), meta1: JournalHeader.metaPage(1, of: fd, pageSize: pageSize))
         try journal.writeHeader(header)
         releasePin(journal)
         journal.generation = generation
@@ -201,7 +196,6 @@ extension Environment {
             return
         }
         if let header = Journal.readHeader(fd: journal.fd), header.generation == journal.pinGeneration {
-            journal.header = header
             try? checkpoint(journal, pinned: false)
         }
         releasePin(journal)

@@ -97,16 +97,12 @@ extension Journal {
 
         var info = MDB_envinfo()
         try check(mdb_env_info(env, &info), "mdb_env_info")
-        func meta(_ index: Int) -> [UInt8] {
-            var bytes = [UInt8](repeating: 0, count: JournalHeader.metaBytes)
-            _ = bytes.withUnsafeMutableBytes { pread(data, $0.baseAddress, $0.count, off_t(index * Int(header.pageSize))) }
-            return bytes
-        }
         let journal = try Journal(directory: directory)
         try journal.writeHeader(JournalHeader(
             sequence: header.sequence &+ 1, generation: UInt64.random(in: 1...UInt64.max), checkpointTxn: UInt64(info.me_last_txnid),
             dataInode: header.dataInode, pageSize: header.pageSize, pinPID: 0, boot: bootIdentity(of: directory),
-            meta0: meta(0), meta1: meta(1)))
+            meta0: JournalHeader.metaPage(0, of: data, pageSize: header.pageSize),
+            meta1: JournalHeader.metaPage(1, of: data, pageSize: header.pageSize)))
         return records.count
     }
 

@@ -59,7 +59,6 @@ final class Journal {
     var records = 0
     /// The write transaction in progress must make a checkpoint before its record.
     var checkpointDue = false
-    var header: JournalHeader?
     /// This process's pin: a read transaction on its checkpoint, and that checkpoint's generation.
     var pin: OpaquePointer?
     var pinGeneration: UInt64 = 0
@@ -125,7 +124,6 @@ final class Journal {
         guard written == bytes.count, fdatasync(fd) == 0 else {
             throw LMDBError(code: errno, operation: "write the header of the store's journal \(path)")
         }
-        self.header = header
     }
 
     /// The records of `header`'s checkpoint, from `start` (the first record after it, or a known
@@ -262,6 +260,13 @@ package struct JournalHeader: Equatable {
         self.boot = boot
         self.meta0 = meta0
         self.meta1 = meta1
+    }
+
+    /// The first ``metaBytes`` of meta page `index` (0 or 1) of the `data.mdb` open as `fd`.
+    static func metaPage(_ index: Int, of fd: Int32, pageSize: UInt32) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: metaBytes)
+        _ = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(index * Int(pageSize))) }
+        return bytes
     }
 
     init?(decoding slot: UnsafeRawBufferPointer) {
