@@ -14,7 +14,7 @@ extension Environment {
         guard let journal else { return nil }
         journal.checkpointDue = false
         let id = UInt64(mdb_txn_id(txn))
-        let (inode, pageSize) = try dataFileIdentity()
+        let (_, inode, pageSize) = try dataFileIdentity()
         guard let header = journal.currentHeader(), header.dataInode == inode, header.pageSize == pageSize else {
             // No records of this file: a writer that does not journal has nothing to do.
             guard journals else { return nil }
@@ -28,7 +28,6 @@ extension Environment {
                                        previous: known ? journal.lastTxn : nil, before: id)
             journal.records = (known ? journal.records : 0) + scanned.count
             journal.generation = header.generation
-            journal.checkpointTxn = header.checkpointTxn
             journal.end = scanned.end
             journal.lastTxn = scanned.last
         }
@@ -114,9 +113,7 @@ extension Environment {
         try check(mdb_env_sync(env, 1), "mdb_env_sync (journal checkpoint)")
         var info = MDB_envinfo()
         try check(mdb_env_info(env, &info), "mdb_env_info")
-        let (inode, pageSize) = try dataFileIdentity()
-        var fd: Int32 = -1
-        try check(mdb_env_get_fd(env, &fd), "mdb_env_get_fd")
+        let (fd, inode, pageSize) = try dataFileIdentity()
         // The header as on disk now (another process may have written one since this one last
         // read it): the new one must have the larger sequence to be the one that counts.
         let previous = Journal.readHeader(fd: journal.fd)
@@ -129,7 +126,6 @@ extension Environment {
         try journal.writeHeader(header)
         releasePin(journal)
         journal.generation = generation
-        journal.checkpointTxn = header.checkpointTxn
         journal.end = Journal.recordsStart
         journal.lastTxn = header.checkpointTxn
         journal.records = 0
@@ -175,15 +171,15 @@ extension Environment {
         }
     }
 
-    /// `data.mdb`'s inode and the page size.
-    func dataFileIdentity() throws -> (inode: UInt64, pageSize: UInt32) {
+    /// `data.mdb`'s descriptor, its inode and the page size.
+    func dataFileIdentity() throws -> (fd: Int32, inode: UInt64, pageSize: UInt32) {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd), "mdb_env_get_fd")
         var file = stat()
         guard fstat(fd, &file) == 0 else { throw LMDBError(code: errno, operation: "fstat data.mdb in \(path)") }
         var pages = MDB_stat()
         try check(mdb_env_stat(env, &pages), "mdb_env_stat")
-        return (UInt64(file.st_ino), UInt32(pages.ms_psize))
+        return (fd, UInt64(file.st_ino), UInt32(pages.ms_psize))
     }
 
     /// At close, inside a write transaction: a store this process pinned is flushed and its

@@ -282,8 +282,9 @@ extension Environment {
 
     private static let zeros = [UInt8](repeating: 0, count: 64 << 10)
 
-    /// Writes zeros over `from..<to` of `fd` with `pwrite`, stopping at the first failure.
-    private static func writeZeros(fd: Int32, from start: Int64, to end: Int64) {
+    /// Writes zeros over `from..<to` of `fd` with `pwrite`, stopping at the first failure
+    /// (`data.mdb`'s room past its last page, the journal's past its records).
+    static func writeZeros(fd: Int32, from start: Int64, to end: Int64) {
         var offset = start
         zeros.withUnsafeBytes { buffer in
             while offset < end {

@@ -53,7 +53,6 @@ final class Journal {
     /// What this process knows of the records: valid while the header's generation is
     /// ``generation`` and LMDB's last transaction is ``lastTxn``.
     var generation: UInt64 = 0
-    var checkpointTxn: UInt64 = 0
     var end: Int64 = recordsStart
     var lastTxn: UInt64 = 0
     var records = 0
@@ -195,15 +194,7 @@ final class Journal {
     func keepWrittenAhead(of offset: Int64) {
         var file = stat()
         guard fstat(fd, &file) == 0, Int64(file.st_size) < offset + Self.writtenLowWater else { return }
-        let zeros = [UInt8](repeating: 0, count: 64 << 10)
-        var at = Int64(file.st_size)
-        zeros.withUnsafeBytes { buffer in
-            while at < offset + Self.writtenSlack {
-                let written = pwrite(fd, buffer.baseAddress, buffer.count, off_t(at))
-                guard written > 0 else { return }
-                at += Int64(written)
-            }
-        }
+        Environment.writeZeros(fd: fd, from: Int64(file.st_size), to: offset + Self.writtenSlack)
     }
 
     /// The machine's boot: a journal whose header names another one may have lost pages of

@@ -27,9 +27,9 @@ extension Transaction {
     /// Removes `db` from the environment, its entries and its name (`mdb_drop` with `del`);
     /// its handle is invalid afterwards. Undone with the rest if the transaction aborts.
     public func dropDatabase(_ db: Database) throws {
-        let flags = JournalRecorder.flags(raw, db)
+        let flags = recorder.map { _ in JournalRecorder.flags(raw, db) }  // read before the handle goes
         try check(mdb_drop(raw, db.dbi, 1), "mdb_drop \(db.name)")
-        recorder?.drop(db, dbFlags: flags)
+        if let flags { recorder?.drop(db, dbFlags: flags) }
     }
 
     /// Whether `key` holds `value` (`MDB_GET_BOTH`).

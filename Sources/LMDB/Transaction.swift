@@ -191,7 +191,7 @@ public struct Cursor {
     /// Records the deletion of the current entry (its value only, or every value of its key)
     /// before it is made; a failed deletion throws and its transaction is not committed.
     func recordDeletion(everyValue: Bool) throws {
-        guard let recorder, let current = try get(MDB_GET_CURRENT) else { return }
+        guard let recorder, !recorder.overflowed, let current = try get(MDB_GET_CURRENT) else { return }
         recorder.delete(db, in: txn, key: current.key, value: everyValue ? nil : current.value)
     }
 }
