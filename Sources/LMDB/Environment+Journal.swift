@@ -6,10 +6,11 @@ import Synchronization
 /// transaction, so LMDB's writer lock keeps every other writer, in any process, out of it.
 extension Environment {
     /// Called right after a write transaction `txn` began: reads the journal's header, finds
-    /// where the records end, and makes a checkpoint first when the records cannot take this
+    /// where the records end, and marks a checkpoint due when the records cannot take this
     /// commit's (there are none yet, a commit was made without one, the pin is gone, the
-    /// journal is full, or this writer does not journal but records are pending). Returns the
-    /// recorder for this transaction's changes (nil: this environment does not journal).
+    /// journal is full); ``journalCommit(_:)`` makes it before the record. A writer that does
+    /// not journal makes one here when records are pending. Returns the recorder for this
+    /// transaction's changes (nil: this environment does not journal).
     func journalBegin(_ txn: OpaquePointer) throws -> JournalRecorder? {
         guard let journal else { return nil }
         journal.checkpointDue = false
