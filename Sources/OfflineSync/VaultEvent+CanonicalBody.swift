@@ -162,50 +162,24 @@ extension VaultEvent {
         try canonicalEncoder().encode(cipher)
     }
 
-    /// The operation body's JSON with `cipherJSON` (``encodeCipher(_:)`` of `op.cipher`) spliced
-    /// in where the encoder puts it: byte for byte what encoding `op` whole gives (tested), at
-    /// the cost of encoding the four small fields. The cipher is most of a save's encoding.
+    /// The operation body's JSON with `cipherJSON` (``encodeCipher(_:)`` of `op.cipher`) written
+    /// in as it is: byte for byte what encoding `op` whole gives (tested), without encoding the
+    /// cipher a second time. The members in key order, absent optionals left out (as the
+    /// synthesized `encode(to:)` does).
     static func encodeOperation(_ op: OperationBody, cipherJSON: [UInt8]) throws -> [UInt8] {
-        /// `OperationBody` without its cipher: `{"at":…,["base":{…},]["baseRevisionDate":…,]"passwordChanged":…,"v":…}`.
-        struct Rest: Encodable {
-            var at: BitwardenDate
-            var base: Cipher?
-            var baseRevisionDate: BitwardenDate?
-            var passwordChanged: Bool
-            var v: Int
-        }
-        let rest = try canonicalEncoder().encode(Rest(at: op.at, base: op.base, baseRevisionDate: op.baseRevisionDate,
-                                                      passwordChanged: op.passwordChanged, v: op.v))
-        // The last one: a base's unknown fields could hold the key too, never after the body's own.
-        guard let split = lastOffset(of: passwordChangedMarker, in: rest) else {
-            preconditionFailure("the encoder wrote an operation body without passwordChanged")
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(rest.count + cipherJSON.count + 10)
-        out += rest[..<split]
-        out += Array(",\"cipher\":".utf8)
-        out += cipherJSON
-        out += rest[split...]
-        return out
-    }
-
-    private static let passwordChangedMarker = Array(",\"passwordChanged\":".utf8)
-
-    /// Where the last occurrence of `marker` starts in `bytes`, nil when there is none. A scan
-    /// from the end: the marker is near it, and a generic `ranges(of:)` search from the start
-    /// was a sixth of a save's own CPU time (perf of `vaultlog-bench profile-save`).
-    static func lastOffset(of marker: [UInt8], in bytes: [UInt8]) -> Int? {
-        guard !marker.isEmpty, bytes.count >= marker.count else { return nil }
-        return bytes.withUnsafeBufferPointer { b in
-            marker.withUnsafeBufferPointer { m in
-                var start = b.count - m.count
-                while start >= 0 {
-                    if b[start] == m[0], memcmp(b.baseAddress! + start, m.baseAddress!, m.count) == 0 { return start }
-                    start -= 1
-                }
-                return nil
-            }
-        }
+        var w = SortedJSONDirectWriter(escapesSlashes: true)
+        var o = w.beginObject()
+        w.key("at", &o); w.string(op.at.text)
+        if let base = op.base { w.key("base", &o); base.writeSortedJSON(to: &w) }
+        if let date = op.baseRevisionDate { w.key("baseRevisionDate", &o); w.string(date.text) }
+        w.key("cipher", &o); w.json(cipherJSON)
+        w.key("passwordChanged", &o); w.bool(op.passwordChanged)
+        w.key("v", &o); w.int(op.v)
+        w.end(&o)
+        // A base the direct path cannot write (a number JSON has no form for): the whole body
+        // through the encoder, which gives its error.
+        guard !w.failed else { return try canonicalEncoder().encode(op) }
+        return w.bytes
     }
 
     /// The small fields of a canonical operation body, from its ends only (``headBlocks`` and

@@ -37,6 +37,7 @@ public struct SortedJSONEncoder: Sendable {
 
     /// The JSON text of `value` (UTF-8).
     public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        if let bytes = directEncode(value) { return bytes }
         if let bytes = try? fastEncode(value) { return bytes }
         let encoder = JSONEncoder()
         encoder.outputFormatting = escapesSlashes ? [.sortedKeys] : [.sortedKeys, .withoutEscapingSlashes]

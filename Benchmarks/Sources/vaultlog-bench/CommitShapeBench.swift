@@ -26,9 +26,11 @@ final class CommitShapeFloor {
     private var head: [UInt8]
 
     /// `eventSizes[i]`: the sealed size of save `i`'s event; `items[i]`: an item's id and JSON.
-    init(directory: String, userId: String, eventSizes: [Int], items: [(id: String, json: [UInt8])]) throws {
+    init(directory: String, userId: String, durability: Durability = .full, eventSizes: [Int],
+         items: [(id: String, json: [UInt8])]) throws {
         var options = EnvironmentOptions()
         options.mapSize = 1 << 30
+        options.durability = durability
         environment = try Environment(path: directory, options: options)
         events = try environment.openDatabase("events")
         index = try environment.openDatabase("index")

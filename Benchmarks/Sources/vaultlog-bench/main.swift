@@ -108,21 +108,7 @@ do {
         let cipher = try view.encrypt(userKey: key)
         for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 200_000) { _ = try SortedJSONEncoder().encode(cipher) }
     case "profile-save":
-        // A loop to run under a profiler: durable offline saves of one item.
-        try withScratchDirectory("profile-save") { dir in
-            let key = SymmetricCryptoKey.generate()
-            var view = CipherView(type: .login, name: "Bank", notes: "n", login: LoginView(username: "u", password: "p"))
-            view.id = UUID().uuidString.lowercased()
-            let cipher = try view.encrypt(userKey: key)
-            let store = try VaultLogStore(path: dir)
-            store.unlock(userId: "u", userKey: key)
-            for _ in 0..<(Int(arguments.dropFirst().first ?? "") ?? 2000) {
-                try store.append(userId: "u", cipherId: cipher.id!, type: .updated,
-                                 body: .operation(OperationBody(cipher: cipher, passwordChanged: true, baseRevisionDate: nil, at: BitwardenDate(Date()))),
-                                 localChanges: [.upsert(cipher)])
-            }
-            store.close()
-        }
+        try runProfileSave(arguments: Array(arguments.dropFirst()))
     case "profile-fold":
         try runProfileFold(arguments: Array(arguments.dropFirst()))
     case "save-worker":
@@ -136,6 +122,7 @@ do {
             usage: vaultlog-bench suite [--quick] [--groups save,concurrency,append,projection,resolver,crypto,export,compaction] [--report PATH] [--analysis PATH]
                    vaultlog-bench log [--events N] [--batch N] [--body BYTES] [--items N] [--users N] [--merge-interval N] [--append-only] [--calls] [--keep DIR]
                    vaultlog-bench breakdown [--events N]
+                   vaultlog-bench profile-save [N] [--cpu] [--shape]
                    vaultlog-bench profile-fold DIR [--events N] [--headers | --floor [--mac]] [--rounds R]
                    vaultlog-bench resolver [--items N] [--latency MS] [--concurrency C] [--creates] [--rounds R]
                    vaultlog-bench save-worker DIR --key BASE64 --user ID --worker W --saves N   (the concurrency group's child process)
