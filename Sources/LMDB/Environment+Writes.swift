@@ -65,7 +65,8 @@ extension Environment {
     /// `body` may run on another caller's thread (the caller blocks until it has run), so it
     /// must not depend on locks or thread-local state of the calling thread.
     public func writeGrouped<T>(_ body: (Transaction) throws -> T) throws -> T {
-        try withoutActuallyEscaping(body) { body in
+        if let result = try commitAlone(body) { return result }
+        return try withoutActuallyEscaping(body) { body in
             let outcome = GroupedOutcome()
             let unchecked = UncheckedBody(body: body)
             let write = GroupedWrite { txn in
@@ -80,6 +81,29 @@ extension Environment {
             }
             return try result.get() as! T
         }
+    }
+
+    /// A lone grouped write: when no commit runs, nothing is queued and no other writer has
+    /// announced one (so a leader would take this write alone, without waiting), commits
+    /// `body` in its own transaction as the group's leader, without queueing it: writers that
+    /// arrive meanwhile queue for the next group, as behind any leader. Nil (nothing run)
+    /// otherwise. Spares a single saver the queue's allocations and hand-offs.
+    private func commitAlone<T>(_ body: (Transaction) throws -> T) throws -> T? {
+        let condition = group.condition
+        condition.lock()
+        guard !group.leaderActive, group.queue.isEmpty, group.announced <= 1 else {
+            condition.unlock()
+            return nil
+        }
+        group.leaderActive = true
+        condition.unlock()
+        defer {
+            condition.lock()
+            group.leaderActive = false
+            condition.broadcast()
+            condition.unlock()
+        }
+        return try writer.withLock { try writeHoldingLock(body) }
     }
 
     /// Runs a write transaction on the environment's dedicated writer thread, so that a slow

@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import LMDB
 @_spi(Tools) import OfflineSync
 import VaultCrypto
 import VaultModel
