@@ -48,6 +48,12 @@ public struct StorageOptions: Sendable {
     /// (``EventLogStore/announcingWrite(_:)``), so they share it: a fraction of one durable
     /// commit. Zero turns the wait off.
     public var groupGatherLimit: Duration = EnvironmentOptions().groupGatherLimit
+    /// With ``CommitDurability/full``: how many commits the journal takes before a checkpoint
+    /// flushes the store's file. Between checkpoints each save writes fresh pages (about 10,
+    /// kept for a crash recovery), so a larger interval makes the checkpoint's stall rarer but
+    /// longer (about 30 ms per 1,024 saves on a cloud disk) and the file up to about 40 MiB
+    /// larger than its data at 1,024; an app that keeps its file small lowers it. At least 1.
+    public var journalCheckpointInterval: Int = EnvironmentOptions().journalCheckpointInterval
     /// How long an open waits at most while another process rewrites the store's file
     /// (``EventLogStore/compactFile(at:holding:)``) before it gives up naming the store.
     public var rewriteWaitLimit: Duration = EnvironmentOptions().rewriteWaitLimit
@@ -70,6 +76,7 @@ public struct StorageOptions: Sendable {
         options.noLock = noLock
         options.groupGatherLimit = groupGatherLimit
         options.rewriteWaitLimit = rewriteWaitLimit
+        options.journalCheckpointInterval = journalCheckpointInterval
         return options
     }
 }

@@ -41,7 +41,7 @@ extension Environment {
         // A commit made without a record, a lost pin, a full journal: the commit's record
         // needs a checkpoint first (made at commit, where a bulk write may turn out not to).
         journal.checkpointDue = journal.lastTxn != id &- 1 || !pinProtects(journal, header)
-            || journal.records >= Journal.recordsPerCheckpoint || journal.end >= Journal.capacity
+            || journal.records >= max(1, options.journalCheckpointInterval) || journal.end >= Journal.capacity
         return JournalRecorder(limit: Journal.largestRecord)
     }
 

@@ -8,14 +8,15 @@ import Synchronization
 ///
 /// A commit appends one record, the transaction's changes as operations
 /// (``JournalRecorder``), flushes the journal, and only then commits in LMDB without a flush
-/// (`MDB_NOSYNC`): what it acknowledged is on disk in the journal. Every 128 records (or 4 MiB),
-/// and whenever the journal cannot take a commit, a **checkpoint** flushes `data.mdb` (data
-/// and meta pages) and starts the journal again. The checkpoint's transaction is the point a
+/// (`MDB_NOSYNC`): what it acknowledged is on disk in the journal. Every 1,024 records (the
+/// environment's `journalCheckpointInterval`), at 4 MiB, and whenever the journal cannot take
+/// a commit, a **checkpoint** flushes `data.mdb` (data and meta pages) and starts the journal
+/// again. The checkpoint's transaction is the point a
 /// recovery restarts from, so its pages must stay as they are on disk: its writer keeps a read
 /// transaction open on it (the **pin**), and LMDB never reuses a page a reader may still see.
 /// So between checkpoints every commit writes fresh pages (about 10 per save), and a
-/// checkpoint flushes them all at once: a few milliseconds once per 256 commits, and up to
-/// about 10 MiB of `data.mdb` that is reused after the next checkpoint.
+/// checkpoint flushes them all at once: tens of milliseconds once per 1,024 commits, and up to
+/// about 40 MiB of `data.mdb` that is reused after the next checkpoint.
 /// Its two meta pages are copied into the journal's header, because later commits overwrite
 /// them.
 ///
@@ -36,9 +37,8 @@ final class Journal {
     static let fileName = "vaultlog.journal"
     static let recordsStart: Int64 = 4096
     static let recordHeaderSize = 24
-    /// A checkpoint is made before a commit when this many records follow the last one, or
-    /// the records would pass ``capacity``.
-    static let recordsPerCheckpoint = 256
+    /// A checkpoint is made before a commit when the records would pass this, or when
+    /// ``EnvironmentOptions/journalCheckpointInterval`` records follow the last checkpoint.
     static let capacity: Int64 = 4 << 20
     /// Larger transactions get no record: they are committed and flushed by LMDB (a bulk
     /// write pays for its flushes once, not for a copy of everything it wrote). A save's record

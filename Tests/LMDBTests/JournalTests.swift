@@ -227,6 +227,40 @@ import VaultLogTestSupport
         env.close()
     }
 
+    /// A checkpoint comes before the record that would pass the checkpoint interval (the
+    /// default and a store's own), or the journal's capacity: never sooner (each is a flush of
+    /// every page written since the last), never later (the records and the pinned pages
+    /// would grow without bound).
+    @Test(arguments: [nil, 20])
+    func checkpoints_comeEveryInterval_orAtTheJournalsCapacity(interval: Int?) throws {
+        let dir = TemporaryDirectory()
+        var options = EnvironmentOptions()
+        if let interval { options.journalCheckpointInterval = interval }
+        let records = options.journalCheckpointInterval
+        let env = try Environment(path: dir.path, options: options)
+        let plain = try env.openDatabase("plain")   // the first write: a checkpoint, then its record
+        let first = try #require(env.journalHeader)
+        for n in 1..<records {
+            try env.write { try $0.put(plain, key: key(n % 50), value: [UInt8(truncatingIfNeeded: n)]) }
+        }
+        #expect(env.journalHeader == first, "\(records) records, no checkpoint")
+        let full = try env.info().lastTransactionID
+        try env.write { try $0.put(plain, key: key(1), value: [1]) }
+        #expect(env.journalHeader?.checkpointTxn == UInt64(full), "the next record starts after a checkpoint")
+        guard interval == nil else { return env.close() }
+        // Records near the largest size: the capacity comes first.
+        let large = Journal.largestRecord - 1024
+        let start = try #require(env.journalHeader)
+        var commits = 0
+        while env.journalHeader?.checkpointTxn == start.checkpointTxn {
+            try env.write { try $0.put(plain, key: key(100), value: bytes(commits, 3, length: large)) }
+            commits += 1
+            try #require(commits < records)
+        }
+        #expect(commits == Int(Journal.capacity - Journal.recordsStart) / (large + 200) + 1, "\(commits) records of \(large) bytes")
+        env.close()
+    }
+
     /// A `.noSync` writer (a bulk load) records nothing and makes no checkpoint: its writes
     /// are not flushed one by one.
     @Test func aWriterThatDoesNotJournal_makesNoCheckpoints() throws {
