@@ -18,7 +18,8 @@ import Foundation
 /// a top-level value that encodes nothing and any error thrown by a value's `encode(to:)` are
 /// handed to `JSONEncoder` itself, so its result or its error is what the caller gets. A
 /// ``JSONStringEncodable`` value (VaultModel makes `EncString` one) is written straight from
-/// its UTF-8 bytes (what its `encode(to:)` writes).
+/// its UTF-8 bytes (what its `encode(to:)` writes), and a ``SortedJSONDirectEncodable`` value
+/// (VaultModel makes `Cipher` one) writes itself member by member, without a tree.
 ///
 /// ```swift
 /// let bytes = try SortedJSONEncoder().encode(cipher)   // == JSONEncoder with .sortedKeys
