@@ -51,9 +51,9 @@ public struct EnvironmentOptions: Sendable {
     /// checkpoints every commit writes fresh pages (about 10 per save, kept for a recovery), so
     /// the interval trades the checkpoint's stall (one flush of all of them: about 30 ms per
     /// 1,024 saves on a cloud disk) and the file's size (up to about 40 MiB more than its data
-    /// at 1,024) against how often the stall comes. The default keeps the stalls out of the
-    /// 99th percentile of saves from two processes (each stall holds up a few saves of both);
-    /// an app that keeps its file small lowers it. At least 1.
+    /// at 1,024) against how often the stall comes. The default makes the stalls rare enough
+    /// that, with two processes saving (each stall holds up a few saves of both), they mostly
+    /// stay out of the 99th percentile; an app that keeps its file small lowers it. At least 1.
     public var journalCheckpointInterval: Int = 1024
 
     /// How long an open waits at most while another process rewrites the store's file
