@@ -36,6 +36,9 @@ struct StressWriter: AsyncParsableCommand {
     @Flag(help: "Edit only items this process created (for several writers on one user).")
     var ownItems = false
 
+    @Flag(help: "After the last edit, print 'holding' and keep the store open without writing until killed (a process that holds the store, such as an idle extension).")
+    var hold = false
+
     @Option(name: .customLong("reopen-after-ms"),
             help: "Close the store after each edit and open it again this many milliseconds later (an extension that opens the store per action).")
     var reopenAfterMilliseconds: Int?
@@ -98,6 +101,10 @@ struct StressWriter: AsyncParsableCommand {
                     try await Task.sleep(for: .milliseconds(max(0, pause)))
                     (store, repository) = try open()
                 }
+            }
+            if hold {
+                FileHandle.standardOutput.write(Data("holding\n".utf8))
+                while true { try await Task.sleep(for: .seconds(3600)) }
             }
             store.close()
         }

@@ -321,6 +321,9 @@ final class Child: @unchecked Sendable {
         reader.start()
     }
 
+    /// The process id.
+    var pid: Int32 { process.processIdentifier }
+
     /// Whole lines printed so far.
     var lines: [String] { collected.withLock { $0.lines.map(\.0) } }
     /// When each line arrived.
