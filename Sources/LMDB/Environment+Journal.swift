@@ -73,18 +73,23 @@ extension Environment {
     /// `MDB_NOSYNC` off for it (LMDB keeps its synchronous descriptor for the meta page open
     /// for this).
     func commitFlushedByLMDB(_ txn: Transaction) -> Int32 {
+        if failNextLMDBCommit.exchange(false, ordering: .relaxed) {
+            mdb_txn_abort(txn.raw)   // the handle is freed, as after a failed commit
+            return EIO
+        }
         guard journal != nil, let recorder = txn.recorder, recorder.overflowed else { return mdb_txn_commit(txn.raw) }
         mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0)
         defer { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
         return mdb_txn_commit(txn.raw)
     }
 
-    /// The commit of a transaction whose record was appended failed: the record must never be
-    /// replayed, so its magic is cleared (best effort), and what this process knows of the
+    /// The commit of transaction `id` (`txn`'s, read while its handle was valid: a failed
+    /// `mdb_txn_commit` frees it) failed after its record was appended: the record must never
+    /// be replayed, so its magic is cleared (best effort), and what this process knows of the
     /// records is read again by the next writer.
-    func journalCommitFailed(_ txn: Transaction) {
+    func journalCommitFailed(_ txn: Transaction, id: UInt64) {
         guard let journal, journal.generation != 0, let recorder = txn.recorder, !recorder.isEmpty, !recorder.overflowed,
-              journal.lastTxn == UInt64(mdb_txn_id(txn.raw)) else { return }
+              journal.lastTxn == id else { return }
         let start = journal.end - Int64(recorder.bytes.count + Journal.recordHeaderSize + 4)
         var zero: UInt32 = 0
         _ = pwrite(journal.fd, &zero, 4, off_t(start))

@@ -30,18 +30,19 @@ extension Environment {
                             throw error
                         }
                         let txn = Transaction(raw: raw!, readOnly: false, recorder: recorder)
+                        let id = UInt64(mdb_txn_id(raw))
                         keepDataFileAhead()
                         let result: T
                         do {
                             result = try body(txn)
                             try journalCommit(txn)
                         } catch {
-                            journalCommitFailed(txn)
+                            journalCommitFailed(txn, id: id)
                             mdb_txn_abort(txn.raw)
                             throw error
                         }
                         let committed = commitFlushedByLMDB(txn)
-                        if committed != MDB_SUCCESS { journalCommitFailed(txn) }
+                        if committed != MDB_SUCCESS { journalCommitFailed(txn, id: id) }
                         try check(committed, "mdb_txn_commit")
                         return result
                     }

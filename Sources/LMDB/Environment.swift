@@ -33,6 +33,9 @@ public final class Environment: @unchecked Sendable {
     /// Test hook: the next journaled commit fails after its record was flushed, leaving the
     /// record as a process killed at that point would.
     package let failNextJournaledCommit = Atomic<Bool>(false)
+    /// Test hook: LMDB's next commit of a journaled transaction fails (as on a full disk):
+    /// the transaction is aborted and its commit returns `EIO`, after its record was flushed.
+    package let failNextLMDBCommit = Atomic<Bool>(false)
     /// Serialises write transactions (LMDB allows one at a time per environment).
     let writer = PlainLock()
     /// Readers hold this shared; a map resize holds it exclusively, because

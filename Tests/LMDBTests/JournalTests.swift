@@ -184,6 +184,33 @@ import VaultLogTestSupport
         }
     }
 
+    /// A commit that fails in LMDB after its record was flushed (a full disk) is reported as
+    /// failed, so its record must never be replayed: it is cleared at once, and a machine stop
+    /// right after it recovers the commits before it only, whatever pages reached the disk.
+    @Test func aRecordWhoseCommitFailed_isCleared_andNeverReplayed() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.path)
+        let plain = try env.openDatabase("plain")
+        _ = try env.write { try $0.openDatabase("dups", create: true, fixedSizeDuplicates: true) }
+        try env.write { try $0.put(plain, key: key(1), value: [1]) }
+        try env.checkpointJournal()
+        let flushed = try read(dir.path + "/data.mdb")
+        try env.write { try $0.put(plain, key: key(2), value: [2]) }
+        env.failNextLMDBCommit.store(true, ordering: .relaxed)
+        #expect(throws: LMDBError.self) { try env.write { try $0.put(plain, key: key(3), value: [3]) } }
+        let expected: Model = ["plain": [key(1): [[1]], key(2): [[2]]], "dups": [:]]
+        #expect(try contents(env) == expected)
+        let cached = try read(dir.path + "/data.mdb")
+        let journal = try read(dir.path + "/" + Journal.fileName)
+        env.close()
+        for pick in [{ (_: Int) in false }, { _ in true }] {
+            try crash(dir, flushed: flushed, cached: cached, journal: journal, pick: pick)
+            let recovered = try Environment(path: dir.path)
+            #expect(try contents(recovered) == expected, "the failed commit was replayed")
+            recovered.close()
+        }
+    }
+
     @Test func aReadOnlyOpenAfterAMachineStop_isRefused_andChangesNothing() throws {
         let dir = TemporaryDirectory()
         let env = try Environment(path: dir.path)
