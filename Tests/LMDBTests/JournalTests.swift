@@ -156,31 +156,15 @@ import VaultLogTestSupport
         }
     }
 
+    /// A record flushed whose commit never happened (as when the process is killed between
+    /// the two; longer than the record written over it) is overwritten by the next commits and
+    /// never replayed.
     @Test func aRecordWhoseCommitNeverHappened_isOverwritten_andNeverReplayed() throws {
-        let dir = TemporaryDirectory()
-        let env = try Environment(path: dir.path)
-        let plain = try env.openDatabase("plain")
-        _ = try env.write { try $0.openDatabase("dups", create: true, fixedSizeDuplicates: true) }
-        try env.write { try $0.put(plain, key: key(1), value: [1]) }
-        try env.checkpointJournal()
-        let flushed = try read(dir.path + "/data.mdb")
-        try env.write { try $0.put(plain, key: key(2), value: [2]) }
-        // The next record is flushed and its commit never happens (as when the process is
-        // killed between the two); it is longer than the record written over it.
-        env.failNextJournaledCommit.store(true, ordering: .relaxed)
-        #expect(throws: LMDBError.self) { try env.write { try $0.put(plain, key: key(3), value: bytes(3, 3, length: 3000)) } }
-        try env.write { try $0.put(plain, key: key(4), value: [4]) }
-        try env.write { try $0.put(plain, key: key(5), value: [5]) }
-        let expected: Model = ["plain": [key(1): [[1]], key(2): [[2]], key(4): [[4]], key(5): [[5]]], "dups": [:]]
-        #expect(try contents(env) == expected)
-        let cached = try read(dir.path + "/data.mdb")
-        let journal = try read(dir.path + "/" + Journal.fileName)
-        env.close()
-        for pick in [{ (_: Int) in false }, { _ in true }] {
-            try crash(dir, flushed: flushed, cached: cached, journal: journal, pick: pick)
-            let recovered = try Environment(path: dir.path)
-            #expect(try contents(recovered) == expected)
-            recovered.close()
+        try expectNeverReplayed(failing: { $0.failNextJournaledCommit.store(true, ordering: .relaxed) },
+                                value: bytes(3, 3, length: 3000)) { env, plain in
+            try env.write { try $0.put(plain, key: self.key(4), value: [4]) }
+            try env.write { try $0.put(plain, key: self.key(5), value: [5]) }
+            return [self.key(4): [[4]], self.key(5): [[5]]]
         }
     }
 
@@ -188,6 +172,15 @@ import VaultLogTestSupport
     /// failed, so its record must never be replayed: it is cleared at once, and a machine stop
     /// right after it recovers the commits before it only, whatever pages reached the disk.
     @Test func aRecordWhoseCommitFailed_isCleared_andNeverReplayed() throws {
+        try expectNeverReplayed(failing: { $0.failNextLMDBCommit.store(true, ordering: .relaxed) }, value: [3]) { _, _ in [:] }
+    }
+
+    /// Keys 1 and 2 committed around a checkpoint, then a write of key 3 (`value`) that
+    /// `failing` makes fail after its record was flushed, then `after` (which returns what it
+    /// committed): the store holds keys 1, 2 and `after`'s, and so does every disk after a
+    /// machine stop right then (none of the later pages, all of them).
+    func expectNeverReplayed(failing: (Environment) -> Void, value: [UInt8],
+                             after: (Environment, Database) throws -> [[UInt8]: Set<[UInt8]>]) throws {
         let dir = TemporaryDirectory()
         let env = try Environment(path: dir.path)
         let plain = try env.openDatabase("plain")
@@ -196,9 +189,10 @@ import VaultLogTestSupport
         try env.checkpointJournal()
         let flushed = try read(dir.path + "/data.mdb")
         try env.write { try $0.put(plain, key: key(2), value: [2]) }
-        env.failNextLMDBCommit.store(true, ordering: .relaxed)
-        #expect(throws: LMDBError.self) { try env.write { try $0.put(plain, key: key(3), value: [3]) } }
-        let expected: Model = ["plain": [key(1): [[1]], key(2): [[2]]], "dups": [:]]
+        failing(env)
+        #expect(throws: LMDBError.self) { try env.write { try $0.put(plain, key: self.key(3), value: value) } }
+        let later = try after(env, plain)
+        let expected: Model = ["plain": [key(1): [[1]], key(2): [[2]]].merging(later) { _, new in new }, "dups": [:]]
         #expect(try contents(env) == expected)
         let cached = try read(dir.path + "/data.mdb")
         let journal = try read(dir.path + "/" + Journal.fileName)
@@ -206,7 +200,7 @@ import VaultLogTestSupport
         for pick in [{ (_: Int) in false }, { _ in true }] {
             try crash(dir, flushed: flushed, cached: cached, journal: journal, pick: pick)
             let recovered = try Environment(path: dir.path)
-            #expect(try contents(recovered) == expected, "the failed commit was replayed")
+            #expect(try contents(recovered) == expected, "the failed write was replayed")
             recovered.close()
         }
     }
