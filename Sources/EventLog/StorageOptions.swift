@@ -53,6 +53,7 @@ public struct StorageOptions: Sendable {
     /// kept for a crash recovery), so a larger interval makes the checkpoint's stall rarer but
     /// longer (about 30 ms per 1,024 saves on a cloud disk) and the file up to about 40 MiB
     /// larger than its data at 1,024; an app that keeps its file small lowers it. At least 1.
+    /// An app and its extension may set different ones: each applies its own when it commits.
     public var journalCheckpointInterval: Int = EnvironmentOptions().journalCheckpointInterval
     /// How long an open waits at most while another process rewrites the store's file
     /// (``EventLogStore/compactFile(at:holding:)``) before it gives up naming the store.

@@ -54,6 +54,8 @@ public struct EnvironmentOptions: Sendable {
     /// at 1,024) against how often the stall comes. The default makes the stalls rare enough
     /// that, with two processes saving (each stall holds up a few saves of both), they mostly
     /// stay out of the 99th percentile; an app that keeps its file small lowers it. At least 1.
+    /// Processes on one store may differ: each applies its own to the records it finds when it
+    /// commits.
     public var journalCheckpointInterval: Int = 1024
 
     /// How long an open waits at most while another process rewrites the store's file
