@@ -52,7 +52,8 @@ public struct StorageOptions: Sendable {
     /// flushes the store's file. Between checkpoints each save writes fresh pages (about 10,
     /// kept for a crash recovery), so a larger interval makes the checkpoint's stall rarer but
     /// longer (about 30 ms per 1,024 saves on a cloud disk) and the file up to about 40 MiB
-    /// larger than its data at 1,024; an app that keeps its file small lowers it. At least 1.
+    /// larger than its data at 1,024; an app that keeps its file small lowers it. A value
+    /// below 1 counts as 1.
     /// An app and its extension may set different ones: each applies its own when it commits.
     public var journalCheckpointInterval: Int = EnvironmentOptions().journalCheckpointInterval
     /// How long an open waits at most while another process rewrites the store's file

@@ -8,9 +8,9 @@ public enum Durability: Sendable, Equatable {
     /// Every commit is durable when it returns: nothing committed is ever lost. Default. The
     /// commit's changes are appended to the store's journal (`vaultlog.journal`) and flushed
     /// there, once; LMDB then commits without a flush, and a checkpoint flushes `data.mdb`
-    /// every ``EnvironmentOptions/journalCheckpointInterval`` commits. After an OS crash or power loss, the next writable open replays the
-    /// journal (a read-only open is refused until then). See ``Journal``'s documentation in
-    /// the sources and `Docs/Architecture.md`.
+    /// every ``EnvironmentOptions/journalCheckpointInterval`` commits. After an OS crash or
+    /// power loss, the next writable open replays the journal (a read-only open is refused
+    /// until then). See ``Journal``'s documentation in the sources and `Docs/Architecture.md`.
     case full
     /// `MDB_NOMETASYNC`: data pages are flushed, the meta page lazily. An OS crash or power
     /// loss may undo the **last** committed transaction; the database stays consistent.
@@ -53,7 +53,8 @@ public struct EnvironmentOptions: Sendable {
     /// 1,024 saves on a cloud disk) and the file's size (up to about 40 MiB more than its data
     /// at 1,024) against how often the stall comes. The default makes the stalls rare enough
     /// that, with two processes saving (each stall holds up a few saves of both), they mostly
-    /// stay out of the 99th percentile; an app that keeps its file small lowers it. At least 1.
+    /// stay out of the 99th percentile; an app that keeps its file small lowers it. A value
+    /// below 1 counts as 1 (a checkpoint before every record).
     /// Processes on one store may differ: each applies its own to the records it finds when it
     /// commits.
     public var journalCheckpointInterval: Int = 1024

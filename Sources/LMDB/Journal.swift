@@ -11,9 +11,9 @@ import Synchronization
 /// (`MDB_NOSYNC`): what it acknowledged is on disk in the journal. Every 1,024 records (the
 /// environment's `journalCheckpointInterval`), at 4 MiB, and whenever the journal cannot take
 /// a commit, a **checkpoint** flushes `data.mdb` (data and meta pages) and starts the journal
-/// again. The checkpoint's transaction is the point a
-/// recovery restarts from, so its pages must stay as they are on disk: its writer keeps a read
-/// transaction open on it (the **pin**), and LMDB never reuses a page a reader may still see.
+/// again. The checkpoint's transaction is the point a recovery restarts from, so its pages
+/// must stay as they are on disk: its writer keeps a read transaction open on it (the
+/// **pin**), and LMDB never reuses a page a reader may still see.
 /// So between checkpoints every commit writes fresh pages (about 10 per save), and a
 /// checkpoint flushes them all at once: tens of milliseconds once per 1,024 commits, and up to
 /// about 40 MiB of `data.mdb` that is reused after the next checkpoint.

@@ -59,6 +59,12 @@ public struct SortedJSONDirectWriter {
         return Object(pending: pending)
     }
 
+    /// An object of `members` only (keys that are data, not code), in key order.
+    public mutating func object(_ members: [String: JSONValue]) {
+        var object = beginObject(extra: members)
+        end(&object)
+    }
+
     /// Starts the member `key` (after any unknown members whose keys sort before it); its
     /// value is written next.
     public mutating func key(_ key: StaticString, _ object: inout Object) {
@@ -151,9 +157,7 @@ public struct SortedJSONDirectWriter {
                 self.value(element)
             }
             endArray()
-        case .object(let object):
-            var members = beginObject(extra: object.dictionary)
-            end(&members)
+        case .object(let object): self.object(object.dictionary)
         }
     }
 }

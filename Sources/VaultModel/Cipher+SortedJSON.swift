@@ -108,8 +108,7 @@ extension EncryptedTextRecord {
             members[field.name] = self[keyPath: field.path].map { .string(String(decoding: $0.jsonStringUTF8, as: UTF8.self)) } ?? .null
         }
         members.merge(also) { _, new in new }
-        var o = w.beginObject(extra: members)
-        w.end(&o)
+        w.object(members)
     }
 }
 
@@ -117,8 +116,7 @@ extension CipherTextFields {
     func write(to w: inout SortedJSONDirectWriter) {
         var members = extra
         for (name, value) in values { members[name] = .string(String(decoding: value.jsonStringUTF8, as: UTF8.self)) }
-        var o = w.beginObject(extra: members)
-        w.end(&o)
+        w.object(members)
     }
 }
 
