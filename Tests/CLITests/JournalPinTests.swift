@@ -8,6 +8,10 @@ import VaultLogTestSupport
 /// holding it lives (its records follow the other's, no checkpoint of its own), and makes its
 /// own checkpoint once that process is gone (its pin went with it). A real child process
 /// (`vaultlog stress-writer --hold`) saves, then holds the store open without writing.
+///
+/// And a machine stop while two processes write: the records of both processes' commits follow
+/// one checkpoint, and the disk after the stop may hold any mix of the pages written since; an
+/// open after the reboot replays every record, whichever process wrote it.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct JournalPinTests {
     @Test func anotherProcessesPin_isTrustedWhileItLives_andReplacedOnceItIsGone() throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
@@ -41,5 +45,58 @@ import VaultLogTestSupport
 
         let problems = try TwoProcessTests.check(path, acks: [child.acks], keys: [TwoProcessTests.writerUser: writerKey.key])
         #expect(problems.isEmpty, "\(problems.prefix(10).joined(separator: "\n"))")
+    }
+
+    /// This process makes a checkpoint (pinned here) and commits; a child saves 20 times into
+    /// the same store, trusting that pin, and holds it open; this process commits again. The
+    /// machine then stops: `data.mdb` holds, page by page, either the checkpoint's flushed copy
+    /// or what both processes wrote since (eight mixes), and the journal holds both processes'
+    /// records. The open after the reboot has every commit of this process and every save the
+    /// child acknowledged, and the child's store passes the two-process checks.
+    @Test func aMachineStop_whileTwoProcessesWrite_keepsEveryAcknowledgedCommitOfBoth() throws {
+        let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
+        let dir = TemporaryDirectory("vaultlog-journal-stop", create: true)
+        let writerKey = try TwoProcessTests.writerKey(in: dir)
+        let path = dir.file("store")
+        // The store made by a first writer, which saves 5 times and exits.
+        let first = try Child(binary, ["stress-writer", path, "--user-key-file", writerKey.file, "--operations", "5",
+                                       "--seed", "\(TwoProcessTests.seed &+ 401)"])
+        try #require(first.wait() == 0, "the first writer failed: \(first.stderr)")
+        try #require(first.acks.count == 5, "the first writer acknowledged \(first.acks.count) saves, not 5")
+
+        let env = try Environment(path: path)
+        let db = try env.openDatabase("parent")
+        try env.write { try $0.put(db, key: [0], value: [0]) }
+        try env.checkpointJournal()
+        let checkpoint = try #require(env.journalHeader)
+        let flushed = try MachineStop.read(path + "/data.mdb")
+
+        let child = try Child(binary, ["stress-writer", path, "--user-key-file", writerKey.file, "--operations", "20", "--hold",
+                                       "--seed", "\(TwoProcessTests.seed &+ 400)"])
+        defer { child.kill() }
+        try #require(child.waitForLines(21, within: 60), "the writer did not save and hold: \(child.lines.suffix(3)) \(child.stderr)")
+        for n in 1...5 { try env.write { try $0.put(db, key: [UInt8(n)], value: [UInt8(n)]) } }
+        // Every commit since the checkpoint is only in the journal: the flushed copy is the disk.
+        try #require(env.journalHeader == checkpoint, "a checkpoint was made after the copy: the test cannot stand for a stop")
+        let cached = try MachineStop.read(path + "/data.mdb")
+        let journal = try MachineStop.read(path + "/" + Journal.fileName)
+        #expect(cached != flushed, "the child's saves wrote to data.mdb")
+        child.kill()
+        env.close()
+
+        for (name, pick) in MachineStop.picks(seed: TwoProcessTests.seed &+ 400) {
+            try MachineStop.overwrite(path + "/data.mdb", with: MachineStop.disk(flushed: flushed, cached: cached, pick: pick))
+            try MachineStop.overwrite(path + "/" + Journal.fileName, with: journal)
+            let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+            Journal.bootOverrides.withLock { $0[canonical] = "another boot \(UUID())" }
+
+            let recovered = try Environment(path: path)
+            let parent = try recovered.openDatabase("parent", create: false)
+            let values = try recovered.read { txn in try (0...5).map { try txn.get(parent, key: [UInt8($0)]) } }
+            #expect(values == (0...5).map { [UInt8($0)] }, "this process's commits after the stop (\(name))")
+            recovered.close()
+            let problems = try TwoProcessTests.check(path, acks: [first.acks, child.acks], keys: [TwoProcessTests.writerUser: writerKey.key])
+            #expect(problems.isEmpty, "the child's saves after the stop (\(name)): \(problems.prefix(5).joined(separator: "; "))")
+        }
     }
 }

@@ -16,8 +16,6 @@ import VaultLogTestSupport
     /// The model: database name → key → values (one for a plain database).
     typealias Model = [String: [[UInt8]: Set<[UInt8]>]]
 
-    static let pageSize = 4096
-
     func bytes(_ n: Int, _ seed: UInt64, length: Int) -> [UInt8] {
         var state = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(n)
         return (0..<length).map { _ in
@@ -89,34 +87,13 @@ import VaultLogTestSupport
     /// or from `cached` as `pick` says, and the journal as flushed. Written into the files in
     /// place (a journal belongs to its `data.mdb` by inode), and the machine named as rebooted.
     func crash(_ dir: TemporaryDirectory, flushed: [UInt8], cached: [UInt8], journal: [UInt8], pick: (Int) -> Bool) throws {
-        var disk = [UInt8]()
-        let pages = (max(flushed.count, cached.count) + Self.pageSize - 1) / Self.pageSize
-        for page in 0..<pages {
-            let range = page * Self.pageSize..<(page + 1) * Self.pageSize
-            let source = pick(page) ? cached : flushed
-            if range.upperBound <= source.count {
-                disk += source[range]
-            } else if range.upperBound <= flushed.count {
-                disk += flushed[range]
-            } else {
-                disk += [UInt8](repeating: 0, count: Self.pageSize)
-            }
-        }
-        try overwrite(dir.path + "/data.mdb", with: disk)
-        try overwrite(dir.path + "/" + Journal.fileName, with: journal)
+        try MachineStop.overwrite(dir.path + "/data.mdb", with: MachineStop.disk(flushed: flushed, cached: cached, pick: pick))
+        try MachineStop.overwrite(dir.path + "/" + Journal.fileName, with: journal)
         let canonical = URL(fileURLWithPath: dir.path).standardizedFileURL.resolvingSymlinksInPath().path
         Journal.bootOverrides.withLock { $0[canonical] = "another boot \(UUID())" }
     }
 
-    func overwrite(_ path: String, with bytes: [UInt8]) throws {
-        let fd = open(path, O_WRONLY)
-        guard fd >= 0 else { throw LMDBError(code: errno, operation: "open \(path)") }
-        defer { close(fd) }
-        let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        guard written == bytes.count, ftruncate(fd, off_t(bytes.count)) == 0 else { throw LMDBError(code: errno, operation: "write \(path)") }
-    }
-
-    func read(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path))) }
+    func read(_ path: String) throws -> [UInt8] { try MachineStop.read(path) }
 
     @Test(arguments: [UInt64(1), 2, 3, 4])
     func acknowledgedCommits_surviveAMachineStop_whateverPagesReachedTheDisk(seed: UInt64) throws {
@@ -137,14 +114,7 @@ import VaultLogTestSupport
         #expect(try contents(env) == model)
         env.close()
 
-        var rng = SplitMix(seed: seed)
-        let picks: [(String, (Int) -> Bool)] = [("nothing", { _ in false }), ("everything", { _ in true }),
-                                               ("only the meta pages", { $0 < 2 }), ("all but the meta pages", { $0 >= 2 })]
-            + (0..<4).map { trial in
-                let mask = (0..<4096).map { _ in rng.next() % 2 == 0 }
-                return ("random mix \(trial)", { mask[$0 % mask.count] })
-            }
-        for (name, pick) in picks {
+        for (name, pick) in MachineStop.picks(seed: seed) {
             try crash(dir, flushed: flushed, cached: cached, journal: journal, pick: pick)
             let recovered = try Environment(path: dir.path)
             #expect(try contents(recovered) == model, "pages that reached the disk: \(name)")

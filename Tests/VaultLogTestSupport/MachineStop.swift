@@ -1,0 +1,67 @@
+import Foundation
+
+/// A store's files as a machine stop (an OS crash, a power cut) may leave them, for the tests
+/// of the commit journal: between two flushes the disk holds, page by page, either the page as
+/// flushed or as later written into the page cache, meta pages included. A test copies
+/// `data.mdb` right after a flush (`flushed`) and after later commits (`cached`), builds a mix
+/// with ``disk(flushed:cached:pick:)``, writes it and the journal back in place with
+/// ``overwrite(_:with:)``, and names another boot for the directory before opening it.
+public enum MachineStop {
+    /// `data.mdb`'s page size in these tests.
+    public static let pageSize = 4096
+
+    /// `data.mdb` after the stop: page `n` from `cached` where `pick(n)`, else from `flushed`;
+    /// a page neither copy holds whole comes from `flushed` when it has it, else is zeros.
+    public static func disk(flushed: [UInt8], cached: [UInt8], pick: (Int) -> Bool) -> [UInt8] {
+        var disk = [UInt8]()
+        let pages = (max(flushed.count, cached.count) + pageSize - 1) / pageSize
+        for page in 0..<pages {
+            let range = page * pageSize..<(page + 1) * pageSize
+            let source = pick(page) ? cached : flushed
+            if range.upperBound <= source.count {
+                disk += source[range]
+            } else if range.upperBound <= flushed.count {
+                disk += flushed[range]
+            } else {
+                disk += [UInt8](repeating: 0, count: pageSize)
+            }
+        }
+        return disk
+    }
+
+    /// Writes `bytes` over the file at `path` in place and cuts it there: the file keeps its
+    /// inode, which the journal's header names.
+    public static func overwrite(_ path: String, with bytes: [UInt8]) throws {
+        let fd = open(path, O_WRONLY)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO, userInfo: ["path": path]) }
+        defer { close(fd) }
+        let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        guard written == bytes.count, ftruncate(fd, off_t(bytes.count)) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO, userInfo: ["path": path])
+        }
+    }
+
+    /// The file's bytes.
+    public static func read(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path))) }
+
+    /// The trials every machine-stop test runs: none of the later pages reached the disk, all
+    /// of them, only the two meta pages, all but the meta pages, and four random mixes from
+    /// `seed`.
+    public static func picks(seed: UInt64) -> [(name: String, pick: @Sendable (Int) -> Bool)] {
+        var state = seed
+        func next() -> UInt64 {   // SplitMix64
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        let fixed: [(name: String, pick: @Sendable (Int) -> Bool)] = [
+            ("nothing", { _ in false }), ("everything", { _ in true }), ("only the meta pages", { $0 < 2 }), ("all but the meta pages", { $0 >= 2 }),
+        ]
+        return fixed + (0..<4).map { trial in
+            let mask = (0..<4096).map { _ in next() % 2 == 0 }
+            return ("random mix \(trial)", { mask[$0 % mask.count] })
+        }
+    }
+}
