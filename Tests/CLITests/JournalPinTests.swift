@@ -47,13 +47,19 @@ import VaultLogTestSupport
         #expect(problems.isEmpty, "\(problems.prefix(10).joined(separator: "\n"))")
     }
 
-    /// This process makes a checkpoint (pinned here) and commits; a child saves 20 times into
-    /// the same store, trusting that pin, and holds it open; this process commits again. The
-    /// machine then stops: `data.mdb` holds, page by page, either the checkpoint's flushed copy
-    /// or what both processes wrote since (eight mixes), and the journal holds both processes'
+    /// A machine stop while this process and a child write, after a checkpoint made by either:
+    /// - by this process: it commits, makes a checkpoint (pinned here) and `data.mdb` is copied
+    ///   as on disk; the child saves 20 times trusting that pin and holds the store open;
+    /// - by the child: `data.mdb` is copied as the first writer's close flushed it; the child's
+    ///   first save makes the checkpoint there (no live pin), pinned by the child, and it saves
+    ///   20 times and holds the store open.
+    /// Then this process commits 5 times, trusting the other's pin if it is the child's. The
+    /// machine stops: `data.mdb` holds, page by page, either the checkpoint's flushed copy or
+    /// what both processes wrote since (eight mixes), and the journal holds both processes'
     /// records. The open after the reboot has every commit of this process and every save the
-    /// child acknowledged, and the child's store passes the two-process checks.
-    @Test func aMachineStop_whileTwoProcessesWrite_keepsEveryAcknowledgedCommitOfBoth() throws {
+    /// children acknowledged, and the store passes the two-process checks.
+    @Test(arguments: [false, true])
+    func aMachineStop_whileTwoProcessesWrite_keepsEveryAcknowledgedCommitOfBoth(checkpointByTheChild: Bool) throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
         let dir = TemporaryDirectory("vaultlog-journal-stop", create: true)
         let writerKey = try TwoProcessTests.writerKey(in: dir)
@@ -65,17 +71,24 @@ import VaultLogTestSupport
         try #require(first.acks.count == 5, "the first writer acknowledged \(first.acks.count) saves, not 5")
 
         let env = try Environment(path: path)
-        let db = try env.openDatabase("parent")
-        try env.write { try $0.put(db, key: [0], value: [0]) }
-        try env.checkpointJournal()
-        let checkpoint = try #require(env.journalHeader)
+        var db: Database?
+        if !checkpointByTheChild {
+            db = try env.openDatabase("parent")
+            try env.write { try $0.put(db!, key: [0], value: [0]) }
+            try env.checkpointJournal()
+        }
+        let flushedTxn = UInt64(try env.info().lastTransactionID)
         let flushed = try MachineStop.read(path + "/data.mdb")
 
         let child = try Child(binary, ["stress-writer", path, "--user-key-file", writerKey.file, "--operations", "20", "--hold",
                                        "--seed", "\(TwoProcessTests.seed &+ 400)"])
         defer { child.kill() }
         try #require(child.waitForLines(21, within: 60), "the writer did not save and hold: \(child.lines.suffix(3)) \(child.stderr)")
-        for n in 1...5 { try env.write { try $0.put(db, key: [UInt8(n)], value: [UInt8(n)]) } }
+        let checkpoint = try #require(env.journalHeader)
+        try #require(checkpoint.checkpointTxn == flushedTxn, "the checkpoint is not the copied state: the test cannot stand for a stop")
+        #expect(checkpoint.pinPID == (checkpointByTheChild ? child.pid : getpid()), "the checkpoint's pin is held by the process that made it")
+        if db == nil { db = try env.openDatabase("parent") }
+        for n in 1...5 { try env.write { try $0.put(db!, key: [UInt8(n)], value: [UInt8(n)]) } }
         // Every commit since the checkpoint is only in the journal: the flushed copy is the disk.
         try #require(env.journalHeader == checkpoint, "a checkpoint was made after the copy: the test cannot stand for a stop")
         let cached = try MachineStop.read(path + "/data.mdb")
@@ -92,11 +105,12 @@ import VaultLogTestSupport
 
             let recovered = try Environment(path: path)
             let parent = try recovered.openDatabase("parent", create: false)
-            let values = try recovered.read { txn in try (0...5).map { try txn.get(parent, key: [UInt8($0)]) } }
-            #expect(values == (0...5).map { [UInt8($0)] }, "this process's commits after the stop (\(name))")
+            let keys = checkpointByTheChild ? 1...5 : 0...5
+            let values = try recovered.read { txn in try keys.map { try txn.get(parent, key: [UInt8($0)]) } }
+            #expect(values == keys.map { [UInt8($0)] }, "this process's commits after the stop (\(name))")
             recovered.close()
             let problems = try TwoProcessTests.check(path, acks: [first.acks, child.acks], keys: [TwoProcessTests.writerUser: writerKey.key])
-            #expect(problems.isEmpty, "the child's saves after the stop (\(name)): \(problems.prefix(5).joined(separator: "; "))")
+            #expect(problems.isEmpty, "the children's saves after the stop (\(name)): \(problems.prefix(5).joined(separator: "; "))")
         }
     }
 }
