@@ -200,8 +200,7 @@ final class Journal {
     /// The machine's boot: a journal whose header names another one may have lost pages of
     /// `data.mdb` that were never flushed. Empty where the system does not say.
     static func bootIdentity(of directory: String) -> String {
-        let canonical = URL(fileURLWithPath: directory).standardizedFileURL.resolvingSymlinksInPath().path
-        if let override = bootOverrides.withLock({ $0[canonical] }) { return override }
+        if let override = bootOverrides.withLock({ $0[canonical(directory)] }) { return override }
         #if os(Linux)
         return (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
@@ -214,8 +213,18 @@ final class Journal {
     }
 
     /// Tests stand for a reboot of one store's machine by naming another boot for its
-    /// directory (canonical path).
+    /// directory (canonical path): ``nameAnotherBoot(for:)``.
     package static let bootOverrides = Mutex<[String: String]>([:])
+
+    /// Test hook: the machine of the store in `directory` counts as rebooted since (its next
+    /// writable open recovers the journal).
+    package static func nameAnotherBoot(for directory: String) {
+        bootOverrides.withLock { $0[canonical(directory)] = "another boot \(UUID())" }
+    }
+
+    private static func canonical(_ directory: String) -> String {
+        URL(fileURLWithPath: directory).standardizedFileURL.resolvingSymlinksInPath().path
+    }
 }
 
 /// One header slot of the journal (512 bytes): the last checkpoint.

@@ -97,11 +97,10 @@ import VaultLogTestSupport
         child.kill()
         env.close()
 
-        for (name, pick) in MachineStop.picks(seed: TwoProcessTests.seed &+ 400) {
-            try MachineStop.overwrite(path + "/data.mdb", with: MachineStop.disk(flushed: flushed, cached: cached, pick: pick))
-            try MachineStop.overwrite(path + "/" + Journal.fileName, with: journal)
-            let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
-            Journal.bootOverrides.withLock { $0[canonical] = "another boot \(UUID())" }
+        var rng = SplitMix64(seed: TwoProcessTests.seed &+ 400)
+        for (name, pick) in MachineStop.picks(using: &rng) {
+            try MachineStop.write(into: path, journalFile: Journal.fileName, flushed: flushed, cached: cached, journal: journal, pick: pick)
+            Journal.nameAnotherBoot(for: path)
 
             let recovered = try Environment(path: path)
             let parent = try recovered.openDatabase("parent", create: false)

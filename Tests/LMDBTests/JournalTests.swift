@@ -87,10 +87,8 @@ import VaultLogTestSupport
     /// or from `cached` as `pick` says, and the journal as flushed. Written into the files in
     /// place (a journal belongs to its `data.mdb` by inode), and the machine named as rebooted.
     func crash(_ dir: TemporaryDirectory, flushed: [UInt8], cached: [UInt8], journal: [UInt8], pick: (Int) -> Bool) throws {
-        try MachineStop.overwrite(dir.path + "/data.mdb", with: MachineStop.disk(flushed: flushed, cached: cached, pick: pick))
-        try MachineStop.overwrite(dir.path + "/" + Journal.fileName, with: journal)
-        let canonical = URL(fileURLWithPath: dir.path).standardizedFileURL.resolvingSymlinksInPath().path
-        Journal.bootOverrides.withLock { $0[canonical] = "another boot \(UUID())" }
+        try MachineStop.write(into: dir.path, journalFile: Journal.fileName, flushed: flushed, cached: cached, journal: journal, pick: pick)
+        Journal.nameAnotherBoot(for: dir.path)
     }
 
     func read(_ path: String) throws -> [UInt8] { try MachineStop.read(path) }
@@ -114,7 +112,8 @@ import VaultLogTestSupport
         #expect(try contents(env) == model)
         env.close()
 
-        for (name, pick) in MachineStop.picks(seed: seed) {
+        var rng = SplitMix(seed: seed)
+        for (name, pick) in MachineStop.picks(using: &rng) {
             try crash(dir, flushed: flushed, cached: cached, journal: journal, pick: pick)
             let recovered = try Environment(path: dir.path)
             #expect(try contents(recovered) == model, "pages that reached the disk: \(name)")
@@ -302,8 +301,8 @@ import VaultLogTestSupport
     }
 }
 
-/// A small deterministic generator.
-struct SplitMix {
+/// A small deterministic generator (SplitMix64).
+struct SplitMix: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {

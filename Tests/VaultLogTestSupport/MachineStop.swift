@@ -44,24 +44,24 @@ public enum MachineStop {
     /// The file's bytes.
     public static func read(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path))) }
 
+    /// Writes the disk after the stop into the store in `directory` in place: `data.mdb` mixed
+    /// from `flushed` and `cached` as `pick` says (``disk(flushed:cached:pick:)``), and the
+    /// journal (`journalFile`) as `journal`. The caller then names another boot for it.
+    public static func write(into directory: String, journalFile: String, flushed: [UInt8], cached: [UInt8], journal: [UInt8],
+                             pick: (Int) -> Bool) throws {
+        try overwrite(directory + "/data.mdb", with: disk(flushed: flushed, cached: cached, pick: pick))
+        try overwrite(directory + "/" + journalFile, with: journal)
+    }
+
     /// The trials every machine-stop test runs: none of the later pages reached the disk, all
-    /// of them, only the two meta pages, all but the meta pages, and four random mixes from
-    /// `seed`.
-    public static func picks(seed: UInt64) -> [(name: String, pick: @Sendable (Int) -> Bool)] {
-        var state = seed
-        func next() -> UInt64 {   // SplitMix64
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+    /// of them, only the two meta pages, all but the meta pages, and four random mixes drawn
+    /// from `rng` (a seeded generator, so a failing mix can be built again).
+    public static func picks(using rng: inout some RandomNumberGenerator) -> [(name: String, pick: @Sendable (Int) -> Bool)] {
         let fixed: [(name: String, pick: @Sendable (Int) -> Bool)] = [
             ("nothing", { _ in false }), ("everything", { _ in true }), ("only the meta pages", { $0 < 2 }), ("all but the meta pages", { $0 >= 2 }),
         ]
-        return fixed + (0..<4).map { trial in
-            let mask = (0..<4096).map { _ in next() % 2 == 0 }
-            return ("random mix \(trial)", { mask[$0 % mask.count] })
-        }
+        var masks: [[Bool]] = []
+        for _ in 0..<4 { masks.append((0..<4096).map { _ in rng.next() % 2 == 0 }) }
+        return fixed + masks.enumerated().map { trial, mask in ("random mix \(trial)", { mask[$0 % mask.count] }) }
     }
 }

@@ -50,6 +50,7 @@ func runAppendBench(quick: Bool, results: Results) throws {
         var bulkGrowth = 0   // bytes the bulk append's store grew by in the current round
         let bulkPlan = plan.first { $0.bulk }!
         let fileFloor = FileWriteFloor(path: dir + "/file-write-floor.bin")
+        defer { fileFloor.close() }
         let contenders: [(name: String, run: () throws -> Double)] = plan.map { contender in
             (contender.name, {
                 let store = stores[contender.name]!
@@ -82,7 +83,6 @@ func runAppendBench(quick: Bool, results: Results) throws {
             return Double(bulkPlan.events) / seconds
         })]
         let (stats, peak) = try measuringPeakAnonymousRSS { try interleave(rounds: rounds, contenders) }
-        fileFloor.close()
         /// The kernel CPU seconds of each round, in order (the rounds' rates in order are
         /// ``eachRound(_:)``: a late round's fall shows as such, not only in the spread).
         func eachRoundSystemSeconds(_ name: String) -> String {
