@@ -53,13 +53,15 @@ import VaultLogTestSupport
     /// - by the child: `data.mdb` is copied as the first writer's close flushed it; the child's
     ///   first save makes the checkpoint there (no live pin), pinned by the child, and it saves
     ///   20 times and holds the store open.
-    /// Then this process commits 5 times, trusting the other's pin if it is the child's. The
-    /// machine stops: `data.mdb` holds, page by page, either the checkpoint's flushed copy or
+    /// Then this process commits 5 times, trusting the other's pin if it is the child's; or
+    /// (`committingAtOnce`) it commits from the child's first save until the child holds, so
+    /// the two processes' commits alternate and each writer finds the other's records after its
+    /// own (the test requires that they alternated). The machine stops: `data.mdb` holds, page by page, either the checkpoint's flushed copy or
     /// what both processes wrote since (eight mixes), and the journal holds both processes'
     /// records. The open after the reboot has every commit of this process and every save the
     /// children acknowledged, and the store passes the two-process checks.
-    @Test(arguments: [false, true])
-    func aMachineStop_whileTwoProcessesWrite_keepsEveryAcknowledgedCommitOfBoth(checkpointByTheChild: Bool) throws {
+    @Test(arguments: [false, true], [false, true])
+    func aMachineStop_whileTwoProcessesWrite_keepsEveryAcknowledgedCommitOfBoth(checkpointByTheChild: Bool, committingAtOnce: Bool) throws {
         let binary = try #require(CLI.binary, "build the vaultlog binary first (swift build)")
         let dir = TemporaryDirectory("vaultlog-journal-stop", create: true)
         let writerKey = try TwoProcessTests.writerKey(in: dir)
@@ -74,7 +76,7 @@ import VaultLogTestSupport
         var db: Database?
         if !checkpointByTheChild {
             db = try env.openDatabase("parent")
-            try env.write { try $0.put(db!, key: [0], value: [0]) }
+            try env.write { try $0.put(db!, key: Self.key(0), value: Self.key(0)) }
             try env.checkpointJournal()
         }
         let flushedTxn = UInt64(try env.info().lastTransactionID)
@@ -83,12 +85,39 @@ import VaultLogTestSupport
         let child = try Child(binary, ["stress-writer", path, "--user-key-file", writerKey.file, "--operations", "20", "--hold",
                                        "--seed", "\(TwoProcessTests.seed &+ 400)"])
         defer { child.kill() }
+        // This process's commits (keys 1...commits) and their transaction ids.
+        var commits = 0
+        var ids: [UInt64] = []
+        func commit() throws {
+            if db == nil { db = try env.openDatabase("parent") }
+            commits += 1
+            let key = Self.key(commits)
+            ids.append(try env.write { txn in
+                try txn.put(db!, key: key, value: key)
+                return txn.id
+            })
+        }
+        if committingAtOnce {
+            // From the child's first save (which makes the checkpoint when it is the child's)
+            // until it holds. LMDB's writer lock is not fair: a process that takes it again
+            // at once can keep the other out for hundreds of commits, so each commit is
+            // followed by a pause of 0.2 ms, in which the child's waiting save gets the lock.
+            try #require(child.waitForLines(1, within: 60), "the writer did not save: \(child.stderr)")
+            while child.lines.count < 21, commits < 900 {
+                try commit()
+                usleep(200)
+            }
+        }
         try #require(child.waitForLines(21, within: 60), "the writer did not save and hold: \(child.lines.suffix(3)) \(child.stderr)")
         let checkpoint = try #require(env.journalHeader)
-        try #require(checkpoint.checkpointTxn == flushedTxn, "the checkpoint is not the copied state: the test cannot stand for a stop")
+        try #require(checkpoint.checkpointTxn == flushedTxn, "the checkpoint is not the copied state (a writer that found the records it expected broken makes a new one): the test cannot stand for a stop")
         #expect(checkpoint.pinPID == (checkpointByTheChild ? child.pid : getpid()), "the checkpoint's pin is held by the process that made it")
-        if db == nil { db = try env.openDatabase("parent") }
-        for n in 1...5 { try env.write { try $0.put(db!, key: [UInt8(n)], value: [UInt8(n)]) } }
+        if committingAtOnce {
+            try #require(ids.count >= 2 && ids.last! - ids.first! + 1 > UInt64(ids.count),
+                         "the child committed between none of this process's \(ids.count) commits: the test cannot stand for commits at once")
+        } else {
+            for _ in 1...5 { try commit() }
+        }
         // Every commit since the checkpoint is only in the journal: the flushed copy is the disk.
         try #require(env.journalHeader == checkpoint, "a checkpoint was made after the copy: the test cannot stand for a stop")
         let cached = try MachineStop.read(path + "/data.mdb")
@@ -104,12 +133,15 @@ import VaultLogTestSupport
 
             let recovered = try Environment(path: path)
             let parent = try recovered.openDatabase("parent", create: false)
-            let keys = checkpointByTheChild ? 1...5 : 0...5
-            let values = try recovered.read { txn in try keys.map { try txn.get(parent, key: [UInt8($0)]) } }
-            #expect(values == keys.map { [UInt8($0)] }, "this process's commits after the stop (\(name))")
+            let keys = checkpointByTheChild ? 1...commits : 0...commits
+            let values = try recovered.read { txn in try keys.map { try txn.get(parent, key: Self.key($0)) } }
+            #expect(values == keys.map { Self.key($0) }, "this process's \(commits) commits after the stop (\(name))")
             recovered.close()
             let problems = try TwoProcessTests.check(path, acks: [first.acks, child.acks], keys: [TwoProcessTests.writerUser: writerKey.key])
             #expect(problems.isEmpty, "the children's saves after the stop (\(name)): \(problems.prefix(5).joined(separator: "; "))")
         }
     }
+
+    /// This process's `n`th commit's key and value (big-endian `UInt16`).
+    static func key(_ n: Int) -> [UInt8] { [UInt8(n >> 8), UInt8(n & 0xFF)] }
 }
