@@ -55,10 +55,10 @@ import VaultLogTestSupport
     ///   20 times and holds the store open.
     /// Then this process commits 5 times, trusting the other's pin if it is the child's; or
     /// (`committingAtOnce`) it commits from the child's first save until the child holds, so
-    /// the two processes' commits alternate and each writer finds the other's records after its
-    /// own (the test requires that they alternated). The machine stops: `data.mdb` holds, page by page, either the checkpoint's flushed copy or
-    /// what both processes wrote since (eight mixes), and the journal holds both processes'
-    /// records. The open after the reboot has every commit of this process and every save the
+    /// the two processes' commits alternate and each writer finds the other's records after
+    /// its own (the test requires that they alternated). The machine stops: `data.mdb` holds,
+    /// page by page, either the checkpoint's flushed copy or what both processes wrote since
+    /// (eight mixes), and the journal holds both processes' records. The open after the reboot has every commit of this process and every save the
     /// children acknowledged, and the store passes the two-process checks.
     @Test(arguments: [false, true], [false, true])
     func aMachineStop_whileTwoProcessesWrite_keepsEveryAcknowledgedCommitOfBoth(checkpointByTheChild: Bool, committingAtOnce: Bool) throws {

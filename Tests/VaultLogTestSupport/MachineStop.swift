@@ -3,9 +3,10 @@ import Foundation
 /// A store's files as a machine stop (an OS crash, a power cut) may leave them, for the tests
 /// of the commit journal: between two flushes the disk holds, page by page, either the page as
 /// flushed or as later written into the page cache, meta pages included. A test copies
-/// `data.mdb` right after a flush (`flushed`) and after later commits (`cached`), builds a mix
-/// with ``disk(flushed:cached:pick:)``, writes it and the journal back in place with
-/// ``overwrite(_:with:)``, and names another boot for the directory before opening it.
+/// `data.mdb` right after a flush (`flushed`) and after later commits (`cached`), writes a mix
+/// of the two (``disk(flushed:cached:pick:)``) and the journal back in place with
+/// ``write(into:journalFile:flushed:cached:journal:pick:)``, once for each of ``picks(using:)``,
+/// and names another boot for the directory before opening it.
 public enum MachineStop {
     /// `data.mdb`'s page size in these tests.
     public static let pageSize = 4096

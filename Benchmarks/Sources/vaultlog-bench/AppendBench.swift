@@ -49,7 +49,7 @@ func runAppendBench(quick: Bool, results: Results) throws {
         var systemSeconds: [String: [Double]] = [:]   // kernel CPU of each round
         var bulkGrowth = 0   // bytes the bulk append's store grew by in the current round
         let bulkPlan = plan.first { $0.bulk }!
-        let fileFloor = FileWriteFloor(path: dir + "/file-write-floor.bin")
+        let fileFloor = try FileWriteFloor(path: dir + "/file-write-floor.bin")
         defer { fileFloor.close() }
         let contenders: [(name: String, run: () throws -> Double)] = plan.map { contender in
             (contender.name, {
@@ -160,9 +160,9 @@ private final class FileWriteFloor {
     private var end: off_t = 0
     private var chunk: [UInt8] = []
 
-    init(path: String) {
+    init(path: String) throws {
         fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        precondition(fd >= 0, "open \(path): errno \(errno)")
+        guard fd >= 0 else { throw Self.lastError() }
     }
 
     /// Appends `bytes` bytes in `chunks` chunks (the last takes the remainder).
@@ -173,11 +173,14 @@ private final class FileWriteFloor {
         while left > 0 {
             let count = min(left, size)
             let written = chunk.withUnsafeBytes { pwrite(fd, $0.baseAddress, count, end) }
-            guard written == count, fdatasync(fd) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            guard written == count else { throw written < 0 ? Self.lastError() : POSIXError(.EIO) }   // a short write sets no errno
+            guard fdatasync(fd) == 0 else { throw Self.lastError() }
             end += off_t(count)
             left -= count
         }
     }
 
     func close() { _ = Foundation.close(fd) }
+
+    private static func lastError() -> POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
 }
